@@ -1,0 +1,67 @@
+// The consumer side of a running request: a queue of output deltas that the engine
+// thread pushes to and an API handler pops from.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pdserve::engine {
+
+enum class FinishReason { None, Stop, Length, Abort, Error };
+
+/// "stop", "length", "abort", "error" (OpenAI finish_reason spelling), "" for None.
+const char* finish_reason_name(FinishReason r);
+
+/// Log-probability of one generated token plus the top alternatives, all from the raw
+/// model distribution (log-softmax of the logits, before temperature/top-k/top-p).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+  std::vector<std::pair<int32_t, float>> top;  // best first, up to SamplingParams::top_logprobs
+};
+
+/// One increment of output. `text` holds only complete UTF-8 and never any part of a
+/// matched stop string. `tokens`/`logprobs` are the tokens generated since the previous
+/// delta (usage counts every generated token, including those of a stop string).
+struct StreamDelta {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;  // empty unless top_logprobs >= 0
+  std::string text;
+  FinishReason finish = FinishReason::None;  // set on the last delta only
+  std::string error;                         // set when finish == Error
+  int prompt_tokens = 0;
+  int completion_tokens = 0;                 // cumulative
+  int cached_tokens = 0;                     // prompt tokens served from the prefix cache
+};
+
+/// Thread-safe delta queue for one request. The engine pushes; one consumer pops.
+class RequestStream {
+ public:
+  explicit RequestStream(std::string id) : id_(std::move(id)) {}
+  const std::string& id() const { return id_; }
+
+  /// Engine side: appends a delta and wakes the consumer.
+  void push(StreamDelta d);
+  /// Consumer side: waits up to `timeout` for the next delta; false on timeout.
+  bool next(StreamDelta& out, std::chrono::milliseconds timeout);
+  /// Consumer side: asks the engine to stop this request (client gone, timeout). The
+  /// engine frees its KV blocks at its next step and pushes a final Abort delta.
+  void abort() { aborted_.store(true); }
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  std::string id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamDelta> queue_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace pdserve::engine

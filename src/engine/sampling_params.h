@@ -1,0 +1,24 @@
+// Per-request sampling and stopping parameters (OpenAI request fields).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pdserve::engine {
+
+/// How to pick tokens and when to stop. Validation (ranges) is done by the API layer;
+/// the engine trusts these values.
+struct SamplingParams {
+  float temperature = 1.0f;     // 0 ⇒ greedy (argmax)
+  float top_p = 1.0f;           // nucleus mass in (0, 1]
+  int top_k = 0;                // 0 ⇒ disabled
+  std::optional<uint64_t> seed; // same seed + same request ⇒ same tokens, whatever the batch
+  int max_tokens = 16;          // < 0 ⇒ until EOS or the context end
+  std::vector<std::string> stop;  // stop strings, matched on text across token boundaries
+  int top_logprobs = -1;        // -1 ⇒ no logprobs; 0..5 ⇒ sampled token's + N alternatives
+  bool ignore_eos = false;      // generate past EOS until max_tokens
+};
+
+}  // namespace pdserve::engine

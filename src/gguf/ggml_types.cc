@@ -1,0 +1,42 @@
+#include "gguf/ggml_types.h"
+
+namespace pdserve::gguf {
+
+namespace {
+struct Entry {
+  uint32_t id;
+  TypeTraits traits;
+};
+// Sizes from ggml-common.h: QK_K = 256 super-blocks, QK4_0 = QK8_0 = 32.
+constexpr Entry kTypes[] = {
+    {0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},         {2, {"Q4_0", 32, 18}},
+    {3, {"Q4_1", 32, 20}},      {6, {"Q5_0", 32, 22}},      {7, {"Q5_1", 32, 24}},
+    {8, {"Q8_0", 32, 34}},      {9, {"Q8_1", 32, 36}},      {10, {"Q2_K", 256, 84}},
+    {11, {"Q3_K", 256, 110}},   {12, {"Q4_K", 256, 144}},   {13, {"Q5_K", 256, 176}},
+    {14, {"Q6_K", 256, 210}},   {15, {"Q8_K", 256, 292}},   {16, {"IQ2_XXS", 256, 66}},
+    {17, {"IQ2_XS", 256, 74}},  {18, {"IQ3_XXS", 256, 98}}, {19, {"IQ1_S", 256, 50}},
+    {20, {"IQ4_NL", 32, 18}},   {21, {"IQ3_S", 256, 110}},  {22, {"IQ2_S", 256, 82}},
+    {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},         {25, {"I16", 1, 2}},
+    {26, {"I32", 1, 4}},        {27, {"I64", 1, 8}},        {28, {"F64", 1, 8}},
+    {29, {"IQ1_M", 256, 56}},   {30, {"BF16", 1, 2}},       {34, {"TQ1_0", 256, 54}},
+    {35, {"TQ2_0", 256, 66}},
+};
+}  // namespace
+
+const TypeTraits* type_traits(uint32_t type_id) {
+  for (const auto& e : kTypes)
+    if (e.id == type_id) return &e.traits;
+  return nullptr;
+}
+
+std::string type_name(GgmlType t) {
+  const TypeTraits* tr = type_traits(static_cast<uint32_t>(t));
+  return tr ? tr->name : "type " + std::to_string(static_cast<uint32_t>(t));
+}
+
+int64_t row_bytes(GgmlType t, int64_t n) {
+  const TypeTraits* tr = type_traits(static_cast<uint32_t>(t));
+  return tr ? n / tr->block_elems * tr->block_bytes : 0;
+}
+
+}  // namespace pdserve::gguf

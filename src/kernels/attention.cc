@@ -1,0 +1,96 @@
+#include "kernels/attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/fp16.h"
+
+namespace pdserve::kernels {
+
+namespace {
+
+inline int64_t token_offset(const KvLayerView& kv, int64_t slot, int head) {
+  return (slot * kv.n_kv_heads + head) * kv.head_dim;
+}
+
+}  // namespace
+
+void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* v) {
+  const int64_t n = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  const int64_t off = token_offset(kv, slot, 0);
+  if (kv.dtype == KvDtype::F32) {
+    std::memcpy(static_cast<float*>(kv.k) + off, k, n * sizeof(float));
+    std::memcpy(static_cast<float*>(kv.v) + off, v, n * sizeof(float));
+  } else {
+    auto* kd = static_cast<uint16_t*>(kv.k) + off;
+    auto* vd = static_cast<uint16_t*>(kv.v) + off;
+    for (int64_t i = 0; i < n; ++i) {
+      kd[i] = fp32_to_fp16(k[i]);
+      vd[i] = fp32_to_fp16(v[i]);
+    }
+  }
+}
+
+void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
+                          const int32_t* block_table, int n_keys, float scale, float* out) {
+  const int d = kv.head_dim;
+  constexpr int kMaxHeadDim = 512;
+  float m = -INFINITY, l = 0.f;
+  if (kv.dtype == KvDtype::F32) {
+    float acc[kMaxHeadDim] = {};
+    for (int p = 0; p < n_keys; ++p) {
+      const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+      const float* kp = static_cast<const float*>(kv.k) + token_offset(kv, slot, kv_head);
+      const float* vp = static_cast<const float*>(kv.v) + token_offset(kv, slot, kv_head);
+      float s = 0.f;
+      for (int i = 0; i < d; ++i) s += q[i] * kp[i];
+      s *= scale;
+      // Online softmax: rescale the running sum and accumulator when the max grows.
+      float ms = 1.f, vs = 1.f;
+      if (s > m) {
+        ms = std::exp(m - s);
+        m = s;
+        for (int i = 0; i < d; ++i) acc[i] *= ms;
+      } else {
+        vs = std::exp(s - m);
+      }
+      for (int i = 0; i < d; ++i) acc[i] += vp[i] * vs;
+      l = l * ms + vs;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int i = 0; i < d; ++i) out[i] = acc[i] * inv;
+    return;
+  }
+  // f16 cache: the numerics of llama.cpp's CPU flash attention (ggml
+  // flash_attn_ext_f16): Q is rounded to f16 for the Q·K dot, and the V accumulator is
+  // kept in f16 (rounded after every scale and multiply-add). Matching them keeps our
+  // log-probabilities within 1e-3 of the reference engine.
+  float qh[kMaxHeadDim];
+  uint16_t acc[kMaxHeadDim];
+  for (int i = 0; i < d; ++i) {
+    qh[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
+    acc[i] = 0;
+  }
+  for (int p = 0; p < n_keys; ++p) {
+    const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+    const auto* kh = static_cast<const uint16_t*>(kv.k) + token_offset(kv, slot, kv_head);
+    const auto* vh = static_cast<const uint16_t*>(kv.v) + token_offset(kv, slot, kv_head);
+    float s = 0.f;
+    for (int i = 0; i < d; ++i) s += qh[i] * fp16_to_fp32(kh[i]);
+    s *= scale;
+    float ms = 1.f, vs = 1.f;
+    if (s > m) {
+      ms = std::exp(m - s);
+      m = s;
+      for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) * ms);
+    } else {
+      vs = std::exp(s - m);
+    }
+    for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) + fp16_to_fp32(vh[i]) * vs);
+    l = l * ms + vs;
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int i = 0; i < d; ++i) out[i] = fp16_to_fp32(acc[i]) * inv;
+}
+
+}  // namespace pdserve::kernels

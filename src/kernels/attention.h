@@ -1,0 +1,37 @@
+// Paged attention over a block-structured KV cache (Kwon et al. 2023, vLLM
+// PagedAttention) with an online softmax (Milakov & Gimelshein 2018), for prefill and
+// decode alike: one query token attends to keys [0, n_keys) of its sequence, found
+// through the sequence's block table.
+#pragma once
+
+#include <cstdint>
+
+namespace pdserve::kernels {
+
+enum class KvDtype { F32, F16 };
+
+/// One layer's K and V pools, each shaped [num_blocks][block_size][n_kv_heads][head_dim]
+/// in `dtype`.
+struct KvLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  KvDtype dtype = KvDtype::F16;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+/// Writes one token's K and V (each [n_kv_heads][head_dim] float32) into `slot`
+/// (= block_id * block_size + offset in block), converting to the cache dtype.
+void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* v);
+
+/// Attention for one query token and one query head.
+/// q: [head_dim]; kv_head: the KV head this query head reads (GQA: head / group size);
+/// block_table: block ids of the sequence; n_keys: keys 0..n_keys-1 are attended (causal
+/// masking = passing the query position + 1). scale: usually 1/sqrt(head_dim).
+/// out: [head_dim]; head_dim <= 512. Keys are visited in position order, so the result does not depend on
+/// how the sequence was batched, chunked or cached.
+void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
+                          const int32_t* block_table, int n_keys, float scale, float* out);
+
+}  // namespace pdserve::kernels

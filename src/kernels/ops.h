@@ -1,0 +1,29 @@
+// Element-wise and row-wise CPU kernels for the transformer forward pass.
+// All take row-major float32 arrays; n is the row length.
+#pragma once
+
+#include <cstdint>
+
+namespace pdserve::kernels {
+
+/// RMSNorm (Zhang & Sennrich 2019): out[i] = x[i] / sqrt(mean(x²) + eps) * w[i].
+/// The sum of squares is accumulated in double, in index order (batch invariant).
+void rms_norm(float* out, const float* x, const float* w, int n, float eps);
+
+/// RoPE (Su et al. 2021, RoFormer) on one head vector of `head_dim` values at position
+/// `pos`, rotating the first `rot_dim` dims with theta_i = pos * freq_scale * base^(-2i/rot_dim)
+/// (freq_scale < 1 is linear RoPE scaling).
+/// `neox` = false: pairs (x[2i], x[2i+1]) — llama.cpp's LLAMA_ROPE_TYPE_NORM used for `llama`.
+/// `neox` = true: pairs (x[i], x[i + rot_dim/2]) — LLAMA_ROPE_TYPE_NEOX (qwen2).
+void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox);
+
+/// SwiGLU gate (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x).
+void swiglu(float* gate, const float* up, int n);
+
+/// out[i] += x[i].
+void add_inplace(float* out, const float* x, int n);
+
+/// log-softmax of `logits` into `out` (n values), computed in double for stability.
+void log_softmax(const float* logits, float* out, int n);
+
+}  // namespace pdserve::kernels

@@ -1,0 +1,51 @@
+// BlockPool: a fixed set of KV blocks with reference counts and an O(1) free list
+// (vLLM v1 block_pool.py). Blocks are identified by dense ids 0..num_blocks-1.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pdserve::kv {
+
+/// Allocates and frees KV blocks. Not thread-safe: the engine thread owns it.
+/// Free blocks sit in a doubly linked list in the order they were freed (oldest first),
+/// so allocation takes the least recently freed block; `free()` appends, so callers free
+/// a sequence's blocks tail first (reverse order) to keep prefix blocks around longest.
+class BlockPool {
+ public:
+  explicit BlockPool(int32_t num_blocks);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(ref_.size()); }
+  int32_t num_free() const { return num_free_; }
+  int32_t num_used() const { return num_blocks() - num_free_; }
+
+  /// Takes `n` blocks (ref count 1 each) into `out`; false (and nothing taken) when fewer
+  /// than `n` are free.
+  bool allocate(int32_t n, std::vector<int32_t>& out);
+  /// Adds a reference to a used block (sharing).
+  void incref(int32_t block);
+  /// Drops one reference; a block whose count reaches 0 goes to the tail of the free list.
+  void decref(int32_t block);
+  int32_t ref_count(int32_t block) const { return ref_[block]; }
+
+ private:
+  void push_free(int32_t b);
+  int32_t pop_free();
+
+  std::vector<int32_t> ref_;
+  std::vector<int32_t> prev_, next_;  // intrusive free list; -1 = none
+  int32_t head_ = -1, tail_ = -1;
+  int32_t num_free_ = 0;
+};
+
+/// A sequence's block ids in position order: token p lives in block blocks[p / block_size]
+/// at offset p % block_size.
+struct BlockTable {
+  std::vector<int32_t> blocks;
+  /// Cache slot of position `pos` (block_id * block_size + offset).
+  int64_t slot(int pos, int block_size) const {
+    return static_cast<int64_t>(blocks[pos / block_size]) * block_size + pos % block_size;
+  }
+};
+
+}  // namespace pdserve::kv

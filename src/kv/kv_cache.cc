@@ -1,0 +1,32 @@
+#include "kv/kv_cache.h"
+
+namespace pdserve::kv {
+
+int64_t KvCacheShape::bytes_per_block() const {
+  const int64_t elem = dtype == kernels::KvDtype::F32 ? 4 : 2;
+  return 2 * int64_t{n_layers} * block_size * n_kv_heads * head_dim * elem;
+}
+
+Result<kernels::KvDtype> parse_kv_dtype(const std::string& s) {
+  if (s == "f16") return kernels::KvDtype::F16;
+  if (s == "f32") return kernels::KvDtype::F32;
+  return Status::Error("unsupported KV dtype '" + s + "' (use f16 or f32)");
+}
+
+KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
+  const int64_t layer_bytes = shape.bytes_per_block() / 2 / shape.n_layers * shape.num_blocks;
+  for (int l = 0; l < shape.n_layers; ++l) {
+    k_.emplace_back(layer_bytes, 0);
+    v_.emplace_back(layer_bytes, 0);
+    kernels::KvLayerView view;
+    view.k = k_.back().data();
+    view.v = v_.back().data();
+    view.dtype = shape.dtype;
+    view.block_size = shape.block_size;
+    view.n_kv_heads = shape.n_kv_heads;
+    view.head_dim = shape.head_dim;
+    views_.push_back(view);
+  }
+}
+
+}  // namespace pdserve::kv

@@ -1,0 +1,43 @@
+// KvCache: the K and V storage of every layer, each pool shaped
+// [num_blocks][block_size][n_kv_heads][head_dim] in the KV dtype (f16 or f32).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/attention.h"
+
+namespace pdserve::kv {
+
+struct KvCacheShape {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;
+  int32_t num_blocks = 0;
+  kernels::KvDtype dtype = kernels::KvDtype::F16;
+
+  /// Bytes of K+V for one block across all layers.
+  int64_t bytes_per_block() const;
+};
+
+/// Parses "f16" / "f32"; error for anything else.
+Result<kernels::KvDtype> parse_kv_dtype(const std::string& s);
+
+class KvCache {
+ public:
+  /// Allocates (zeroed) storage for `shape`.
+  explicit KvCache(const KvCacheShape& shape);
+  const KvCacheShape& shape() const { return shape_; }
+  /// Per-layer views for the forward pass.
+  const std::vector<kernels::KvLayerView>& layers() const { return views_; }
+
+ private:
+  KvCacheShape shape_;
+  std::vector<std::vector<uint8_t>> k_, v_;
+  std::vector<kernels::KvLayerView> views_;
+};
+
+}  // namespace pdserve::kv

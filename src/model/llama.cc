@@ -1,0 +1,101 @@
+// Forward pass of the llama family (llama, qwen2) over a mixed prefill/decode batch.
+#include <cmath>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+
+namespace pdserve::model {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file.ok()) return file.status();
+  auto m = std::unique_ptr<Model>(new Model());
+  m->file_ = std::move(file.value());
+  auto cfg = ModelConfig::from_gguf(*m->file_);
+  if (!cfg.ok()) return Status::Error(path + ": " + cfg.error());
+  m->config_ = cfg.value();
+  if (m->config_.n_vocab == 0) {
+    const gguf::TensorInfo* t = m->file_->find_tensor("token_embd.weight");
+    if (!t || t->dims.size() != 2) return Status::Error(path + ": missing tensor 'token_embd.weight'");
+    m->config_.n_vocab = static_cast<int>(t->dims[1]);
+  }
+  auto w = Weights::bind(*m->file_, m->config_);
+  if (!w.ok()) return Status::Error(path + ": " + w.error());
+  m->weights_ = w.value();
+  return m;
+}
+
+namespace {
+
+void add_bias(float* x, const float* b, int n_tokens, int n) {
+  if (!b) return;
+  for (int t = 0; t < n_tokens; ++t) kernels::add_inplace(x + static_cast<int64_t>(t) * n, b, n);
+}
+
+}  // namespace
+
+void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, float* logits) const {
+  const ModelConfig& c = config_;
+  const int n = batch.n_tokens();
+  const int E = c.n_embd, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int group = c.n_head / c.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  std::vector<float> x(static_cast<size_t>(n) * E), xn(x.size());
+  std::vector<float> q(static_cast<size_t>(n) * nq), k(static_cast<size_t>(n) * nkv), v(k.size());
+  std::vector<float> attn(q.size()), proj(x.size());
+  std::vector<float> gate(static_cast<size_t>(n) * c.n_ff), up(gate.size());
+
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x.data() + static_cast<size_t>(t) * E);
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = weights_.layers[l];
+    const kernels::KvLayerView& cache = kv[l];
+
+    // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
+    kernels::matmul(L.wq, xn.data(), n, q.data());
+    kernels::matmul(L.wk, xn.data(), n, k.data());
+    kernels::matmul(L.wv, xn.data(), n, v.data());
+    add_bias(q.data(), L.bq, n, nq);
+    add_bias(k.data(), L.bk, n, nkv);
+    add_bias(v.data(), L.bv, n, nkv);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; ++t) {
+      for (int h = 0; h < c.n_head; ++h)
+        kernels::rope(&q[size_t(t) * nq + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
+      for (int h = 0; h < c.n_head_kv; ++h)
+        kernels::rope(&k[size_t(t) * nkv + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
+      kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
+    }
+#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < c.n_head; ++h)
+        kernels::paged_attention_head(&q[size_t(t) * nq + h * hd], cache, h / group, batch.block_tables[batch.seq_ids[t]],
+                                      batch.positions[t] + 1, scale, &attn[size_t(t) * nq + h * hd]);
+    kernels::matmul(L.wo, attn.data(), n, proj.data());
+    kernels::add_inplace(x.data(), proj.data(), n * E);
+
+    // FFN block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+    kernels::matmul(L.w_gate, xn.data(), n, gate.data());
+    kernels::matmul(L.w_up, xn.data(), n, up.data());
+    kernels::swiglu(gate.data(), up.data(), n * c.n_ff);
+    kernels::matmul(L.w_down, gate.data(), n, proj.data());
+    kernels::add_inplace(x.data(), proj.data(), n * E);
+  }
+
+  const int n_out = static_cast<int>(batch.logits_rows.size());
+  if (n_out == 0) return;
+  std::vector<float> h(static_cast<size_t>(n_out) * E);
+  for (int i = 0; i < n_out; ++i)
+    kernels::rms_norm(&h[size_t(i) * E], &x[size_t(batch.logits_rows[i]) * E], weights_.output_norm, E, c.rms_eps);
+  kernels::matmul(weights_.output, h.data(), n_out, logits);
+}
+
+}  // namespace pdserve::model

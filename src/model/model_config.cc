@@ -1,0 +1,46 @@
+#include "model/model_config.h"
+
+namespace pdserve::model {
+
+Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.require_string("general.architecture");
+  if (!arch.ok()) return arch.status();
+  c.arch = arch.value();
+  if (c.arch != "llama" && c.arch != "qwen2")
+    return Status::Error("unsupported architecture '" + c.arch + "' (general.architecture; supported: llama, qwen2)");
+  c.name = f.get_string("general.name").value_or("");
+  const std::string p = c.arch + ".";
+  auto req = [&](const std::string& key, int& out) -> Status {
+    auto v = f.require_int(p + key);
+    if (!v.ok()) return v.status();
+    if (v.value() <= 0) return Status::Error("metadata key '" + p + key + "' must be positive");
+    out = static_cast<int>(v.value());
+    return Status::Ok();
+  };
+  for (auto [key, out] : {std::pair<const char*, int*>{"context_length", &c.n_ctx},
+                          {"embedding_length", &c.n_embd},
+                          {"block_count", &c.n_layer},
+                          {"feed_forward_length", &c.n_ff},
+                          {"attention.head_count", &c.n_head}}) {
+    Status s = req(key, *out);
+    if (!s.ok()) return s;
+  }
+  c.n_head_kv = static_cast<int>(f.get_int(p + "attention.head_count_kv").value_or(c.n_head));
+  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
+    return Status::Error("metadata key '" + p + "attention.head_count_kv' must divide the head count");
+  c.head_dim = static_cast<int>(f.get_int(p + "attention.key_length").value_or(c.n_embd / c.n_head));
+  if (c.head_dim * c.n_head != c.n_embd && !f.get_int(p + "attention.key_length"))
+    return Status::Error("embedding_length is not a multiple of attention.head_count");
+  c.rope_dim = static_cast<int>(f.get_int(p + "rope.dimension_count").value_or(c.head_dim));
+  c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
+  if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {
+    if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0) c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
+  }
+  c.rope_neox = c.arch == "qwen2";
+  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (const gguf::Array* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int>(toks->items.size());
+  return c;
+}
+
+}  // namespace pdserve::model

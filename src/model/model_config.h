@@ -1,0 +1,33 @@
+// Model hyper-parameters read from GGUF metadata (`{arch}.*` keys).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+
+namespace pdserve::model {
+
+/// Shapes and constants of a llama-family decoder.
+struct ModelConfig {
+  std::string arch;         // general.architecture: "llama", "qwen2"
+  std::string name;         // general.name (may be empty)
+  int n_vocab = 0;
+  int n_ctx = 0;            // {arch}.context_length
+  int n_embd = 0;           // {arch}.embedding_length
+  int n_layer = 0;          // {arch}.block_count
+  int n_head = 0;           // {arch}.attention.head_count
+  int n_head_kv = 0;        // {arch}.attention.head_count_kv (default n_head)
+  int head_dim = 0;         // n_embd / n_head (or {arch}.attention.key_length)
+  int n_ff = 0;             // {arch}.feed_forward_length
+  int rope_dim = 0;         // {arch}.rope.dimension_count (default head_dim)
+  float rope_base = 10000.f;  // {arch}.rope.freq_base
+  float rope_freq_scale = 1.f;  // 1 / {arch}.rope.scaling.factor for linear scaling
+  bool rope_neox = false;   // NeoX-style pairs (qwen2) vs adjacent pairs (llama)
+  float rms_eps = 1e-5f;    // {arch}.attention.layer_norm_rms_epsilon
+
+  /// Reads and validates the config; errors name the missing or invalid key.
+  static Result<ModelConfig> from_gguf(const gguf::GgufFile& f);
+};
+
+}  // namespace pdserve::model

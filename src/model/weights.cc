@@ -1,0 +1,100 @@
+#include "model/weights.h"
+
+#include <string>
+
+namespace pdserve::model {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  explicit Binder(const gguf::GgufFile& f) : f_(f) {}
+  Status status;
+
+  /// A 2-D matrix with dims [cols, rows] (ggml order).
+  kernels::WeightView matrix(const std::string& name, int64_t cols, int64_t rows, bool optional = false) {
+    kernels::WeightView w;
+    if (!status.ok()) return w;
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (!optional) status = Status::Error("missing tensor '" + name + "'");
+      return w;
+    }
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      status = Status::Error("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected " + shape_str({cols, rows}));
+      return w;
+    }
+    if (!kernels::matmul_supports(t->type)) {
+      status = Status::Error("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", not supported yet");
+      return w;
+    }
+    w.data = t->data;
+    w.type = t->type;
+    w.cols = cols;
+    w.rows = rows;
+    w.row_bytes = gguf::row_bytes(t->type, cols);
+    return w;
+  }
+
+  /// A float32 vector of `n` values.
+  const float* vec(const std::string& name, int64_t n, bool optional = false) {
+    if (!status.ok()) return nullptr;
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (!optional) status = Status::Error("missing tensor '" + name + "'");
+      return nullptr;
+    }
+    if (t->n_elements() != n) {
+      status = Status::Error("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected [" + std::to_string(n) + "]");
+      return nullptr;
+    }
+    if (t->type != gguf::GgmlType::F32) {
+      status = Status::Error("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", expected F32");
+      return nullptr;
+    }
+    return reinterpret_cast<const float*>(t->data);
+  }
+
+ private:
+  const gguf::GgufFile& f_;
+};
+
+}  // namespace
+
+Result<Weights> Weights::bind(const gguf::GgufFile& f, const ModelConfig& c) {
+  Binder b(f);
+  Weights w;
+  const int64_t e = c.n_embd, q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_head_kv} * c.head_dim;
+  w.tok_embd = b.matrix("token_embd.weight", e, c.n_vocab);
+  for (int l = 0; l < c.n_layer && b.status.ok(); ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights L;
+    L.attn_norm = b.vec(p + "attn_norm.weight", e);
+    L.wq = b.matrix(p + "attn_q.weight", e, q);
+    L.wk = b.matrix(p + "attn_k.weight", e, kv);
+    L.wv = b.matrix(p + "attn_v.weight", e, kv);
+    L.wo = b.matrix(p + "attn_output.weight", q, e);
+    const bool bias = c.arch == "qwen2";
+    L.bq = b.vec(p + "attn_q.bias", q, !bias);
+    L.bk = b.vec(p + "attn_k.bias", kv, !bias);
+    L.bv = b.vec(p + "attn_v.bias", kv, !bias);
+    L.ffn_norm = b.vec(p + "ffn_norm.weight", e);
+    L.w_gate = b.matrix(p + "ffn_gate.weight", e, c.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", e, c.n_ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, e);
+    w.layers.push_back(L);
+  }
+  w.output_norm = b.vec("output_norm.weight", e);
+  w.output = b.matrix("output.weight", e, c.n_vocab, /*optional=*/true);
+  if (b.status.ok() && !w.output.data) w.output = w.tok_embd;  // tied embeddings
+  if (!b.status.ok()) return b.status;
+  return w;
+}
+
+}  // namespace pdserve::model
