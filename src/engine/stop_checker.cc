@@ -1,1 +1,43 @@
-// placeholder
+#include "engine/stop_checker.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pdserve::engine {
+
+StopChecker::StopChecker(std::vector<std::string> stops) {
+  for (auto& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopChecker::feed(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  if (stops_.empty()) return std::exchange(pending_, {});
+  // Earliest full match of any stop string ends generation.
+  size_t first = std::string::npos;
+  for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = pending_.substr(0, first);
+    pending_.clear();
+    return out;
+  }
+  // Hold back the longest suffix that is a prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    for (size_t k = std::min(s.size() - 1, pending_.size()); k > hold; --k) {
+      if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  std::string out = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return out;
+}
+
+std::string StopChecker::flush() { return std::exchange(pending_, {}); }
+
+}  // namespace pdserve::engine

@@ -16,11 +16,11 @@ Result<kernels::KvDtype> parse_kv_dtype(const std::string& s) {
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   const int64_t layer_bytes = shape.bytes_per_block() / 2 / shape.n_layers * shape.num_blocks;
   for (int l = 0; l < shape.n_layers; ++l) {
-    k_.emplace_back(layer_bytes, 0);
-    v_.emplace_back(layer_bytes, 0);
+    k_.emplace_back(new uint8_t[layer_bytes]);
+    v_.emplace_back(new uint8_t[layer_bytes]);
     kernels::KvLayerView view;
-    view.k = k_.back().data();
-    view.v = v_.back().data();
+    view.k = k_.back().get();
+    view.v = v_.back().get();
     view.dtype = shape.dtype;
     view.block_size = shape.block_size;
     view.n_kv_heads = shape.n_kv_heads;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
@@ -28,7 +29,7 @@ Result<kernels::KvDtype> parse_kv_dtype(const std::string& s);
 
 class KvCache {
  public:
-  /// Allocates (zeroed) storage for `shape`.
+  /// Allocates (uninitialised) storage for `shape`.
   explicit KvCache(const KvCacheShape& shape);
   const KvCacheShape& shape() const { return shape_; }
   /// Per-layer views for the forward pass.
@@ -36,7 +37,7 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
-  std::vector<std::vector<uint8_t>> k_, v_;
+  std::vector<std::unique_ptr<uint8_t[]>> k_, v_;  // uninitialised: every slot is written before it is read
   std::vector<kernels::KvLayerView> views_;
 };
 

@@ -1,0 +1,24 @@
+// Token sampling from logits: greedy, temperature, top-k, top-p (Holtzman et al. 2019),
+// and the top-N log-probabilities reported to clients.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/request_stream.h"
+#include "engine/sampling_params.h"
+
+namespace pdserve::engine {
+
+/// Picks the next token from `logits` ([n_vocab]). temperature 0 ⇒ argmax (lowest id on
+/// ties). Otherwise: keep the top_k most likely (if top_k > 0), softmax at `temperature`,
+/// keep the smallest set whose mass reaches top_p, draw with `rng`. Deterministic for a
+/// given rng state and logits, so a seeded request is reproducible in any batch.
+int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng);
+
+/// Log-probability of `token` and the `n` most likely tokens (best first, ties by lower
+/// id) under the raw distribution log_softmax(logits).
+TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int n);
+
+}  // namespace pdserve::engine

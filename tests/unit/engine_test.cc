@@ -1,0 +1,190 @@
+// Engine behaviour on the real stories260K model: reference equality, batch invariance,
+// chunked prefill, preemption, stops, aborts, and that every KV block comes back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "support/engine_runner.h"
+#include "support/reference.h"
+
+namespace pdserve {
+namespace {
+
+using testing::Completion;
+using testing::drain;
+using testing::make_engine;
+using testing::submit;
+
+engine::SamplingParams greedy(int max_tokens) {
+  engine::SamplingParams p;
+  p.temperature = 0.f;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+const std::vector<testing::ReferenceCase>& cases() {
+  static const auto c = testing::load_reference("../shared/reference/stories260K.json");
+  return c;
+}
+
+void expect_matches_reference(const Completion& c, const testing::ReferenceCase& r) {
+  EXPECT_EQ(c.tokens, r.tokens) << "prompt '" << r.prompt << "'";
+  EXPECT_EQ(c.text, r.text) << "prompt '" << r.prompt << "'";
+}
+
+TEST(Engine, GreedyMatchesReferenceWithLogprobs) {
+  auto e = make_engine({});
+  for (const auto& r : cases()) {
+    EXPECT_EQ(e->tokenizer().encode(r.prompt, true), r.prompt_tokens);
+    auto p = greedy(static_cast<int>(r.tokens.size()));
+    p.top_logprobs = 5;
+    Completion c = drain(*submit(*e, r.prompt_tokens, p));
+    expect_matches_reference(c, r);
+    EXPECT_EQ(c.finish, engine::FinishReason::Length);
+    EXPECT_EQ(c.completion_tokens, static_cast<int>(r.tokens.size()));
+    ASSERT_EQ(c.logprobs.size(), c.tokens.size());
+    for (size_t step = 0; step < c.logprobs.size(); ++step) {
+      const auto& ours = c.logprobs[step].top;
+      const auto& ref = r.top_logprobs[step];
+      ASSERT_EQ(ours.size(), 5u);
+      // Compare by token id: near-ties may order differently, values must agree.
+      for (auto [id, ref_lp] : ref) {
+        auto it = std::find_if(ours.begin(), ours.end(), [&](const auto& e) { return e.first == id; });
+        ASSERT_NE(it, ours.end()) << "prompt '" << r.prompt << "' step " << step << ": token " << id << " not in our top-5";
+        EXPECT_NEAR(it->second, ref_lp, 1e-3) << "prompt '" << r.prompt << "' step " << step << " token " << id;
+      }
+      for (size_t k = 1; k < ours.size(); ++k) EXPECT_GE(ours[k - 1].second, ours[k].second);
+      EXPECT_EQ(c.logprobs[step].token, c.tokens[step]);
+    }
+  }
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, AllReferenceCasesBatchedTogetherMatch) {
+  auto e = make_engine({});
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
+  for (size_t i = 0; i < cases().size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i]);
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, ChunkedPrefillAndTinyBlocksMatch) {
+  engine::EngineConfig cfg;
+  cfg.max_batched_tokens = 3;  // every prompt is split into chunks of <= 3 tokens
+  cfg.block_size = 2;
+  auto e = make_engine(cfg);
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
+  for (size_t i = 0; i < cases().size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i]);
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, PreemptionUnderATinyPoolGivesStandaloneOutput) {
+  engine::EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.num_kv_blocks = 24;  // 96 tokens: one request (<= 77 tokens) fits, six at once do not
+  auto e = make_engine(cfg);
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (int rep = 0; rep < 2; ++rep)
+    for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
+  for (size_t i = 0; i < streams.size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i % cases().size()]);
+  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_EQ(e->stats().kv_blocks_free, 24);
+}
+
+TEST(Engine, SeededSamplingIsReproducibleInAnyBatch) {
+  auto e = make_engine({});
+  engine::SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.top_k = 40;
+  p.seed = 1234;
+  p.max_tokens = 40;
+  const auto& prompt = cases()[0].prompt_tokens;
+  Completion alone = drain(*submit(*e, prompt, p));
+  ASSERT_EQ(alone.tokens.size(), 40u);
+  // Same request next to unseeded sampled and greedy requests of other prompts.
+  std::vector<std::shared_ptr<engine::RequestStream>> noise;
+  for (const auto& r : cases()) {
+    engine::SamplingParams q;
+    q.temperature = 1.0f;
+    q.max_tokens = 30;
+    noise.push_back(submit(*e, r.prompt_tokens, q));
+  }
+  auto again = submit(*e, prompt, p);
+  for (const auto& r : cases()) noise.push_back(submit(*e, r.prompt_tokens, greedy(20)));
+  EXPECT_EQ(drain(*again).tokens, alone.tokens);
+  for (auto& s : noise) drain(*s);
+  // A different seed gives a different continuation (40 sampled tokens).
+  p.seed = 99;
+  EXPECT_NE(drain(*submit(*e, prompt, p)).tokens, alone.tokens);
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, StopStringEndsGenerationAndIsNotReturned) {
+  auto e = make_engine({});
+  const auto& r = cases()[0];  // ", there was a little girl named Lily. She loved ..."
+  auto p = greedy(64);
+  p.stop = {"Lily"};
+  Completion c = drain(*submit(*e, r.prompt_tokens, p));
+  EXPECT_EQ(c.finish, engine::FinishReason::Stop);
+  EXPECT_EQ(c.text, r.text.substr(0, r.text.find("Lily")));
+  // Stop strings split across tokens (" named L" + "ily") and multiple candidates.
+  p.stop = {"zzz", "girl nam"};
+  c = drain(*submit(*e, r.prompt_tokens, p));
+  EXPECT_EQ(c.text, r.text.substr(0, r.text.find("girl nam")));
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, MaxTokensAndContextEnd) {
+  engine::EngineConfig cfg;
+  cfg.ctx_size = 16;
+  auto e = make_engine(cfg);
+  const auto& r = cases()[0];
+  for (int n : {1, 2, 3}) {
+    Completion c = drain(*submit(*e, r.prompt_tokens, greedy(n)));
+    EXPECT_EQ(c.tokens, std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + n));
+    EXPECT_EQ(c.finish, engine::FinishReason::Length);
+  }
+  // max_tokens < 0: until the context (16 tokens) is full.
+  Completion c = drain(*submit(*e, r.prompt_tokens, greedy(-1)));
+  EXPECT_EQ(c.tokens.size() + r.prompt_tokens.size(), 16u);
+  EXPECT_EQ(c.finish, engine::FinishReason::Length);
+  // A prompt that fills the context is refused at submit.
+  std::vector<int32_t> longp(16, 300);
+  EXPECT_FALSE(e->submit(longp, greedy(1)).ok());
+  EXPECT_FALSE(e->submit({}, greedy(1)).ok());
+  EXPECT_FALSE(e->submit({1, 100000}, greedy(1)).ok());
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
+TEST(Engine, AbortFreesBlocks) {
+  auto e = make_engine({});
+  auto p = greedy(-1);
+  p.ignore_eos = true;
+  auto s = submit(*e, cases()[0].prompt_tokens, p);
+  engine::StreamDelta d;
+  ASSERT_TRUE(s->next(d, std::chrono::seconds(10)));
+  EXPECT_GT(e->stats().kv_blocks_used, 0);
+  s->abort();
+  Completion c = drain(*s);
+  EXPECT_EQ(c.finish, engine::FinishReason::Abort);
+  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_EQ(e->stats().kv_blocks_free, e->stats().kv_blocks_total);
+}
+
+TEST(Engine, RequestLargerThanThePoolIsRefused) {
+  engine::EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.num_kv_blocks = 4;
+  auto e = make_engine(cfg);
+  auto r = e->submit(cases()[0].prompt_tokens, greedy(64));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("blocks"), std::string::npos);
+  EXPECT_EQ(drain(*submit(*e, cases()[0].prompt_tokens, greedy(8))).tokens.size(), 8u);
+}
+
+}  // namespace
+}  // namespace pdserve
