@@ -1,0 +1,86 @@
+// Stop strings and the sampler, on hand-made inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/sampler.h"
+#include "engine/stop_checker.h"
+
+namespace pdserve::engine {
+namespace {
+
+std::string feed_all(StopChecker& sc, const std::vector<std::string>& pieces) {
+  std::string out;
+  for (const auto& p : pieces) {
+    out += sc.feed(p);
+    if (sc.stopped()) return out;
+  }
+  return out + sc.flush();
+}
+
+TEST(StopChecker, MatchesAcrossPiecesAndHoldsBackPrefixes) {
+  StopChecker sc({"END"});
+  EXPECT_EQ(sc.feed("abc E"), "abc ");  // "E" could start "END"
+  EXPECT_EQ(sc.feed("N"), "");
+  EXPECT_EQ(sc.feed("Dxyz"), "");
+  EXPECT_TRUE(sc.stopped());
+
+  StopChecker no({"END"});
+  EXPECT_EQ(feed_all(no, {"E", "NT", "ER"}), "ENTER");
+  EXPECT_FALSE(no.stopped());
+
+  StopChecker multi({"zz", "\n\n", "cat"});
+  EXPECT_EQ(feed_all(multi, {"the c", "a", "r and the ca", "t"}), "the car and the ");
+  EXPECT_TRUE(multi.stopped());
+
+  StopChecker earliest({"bc", "a"});
+  EXPECT_EQ(feed_all(earliest, {"xabc"}), "x");
+
+  StopChecker none({});
+  EXPECT_EQ(none.feed("anything"), "anything");
+}
+
+TEST(Sampler, GreedyTopKTopPAndLogprobs) {
+  std::vector<float> logits = {1.f, 3.f, 2.f, 3.f, -1.f};
+  SamplingParams p;
+  p.temperature = 0.f;
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 1);  // tie → lower id
+
+  p.temperature = 1.f;
+  p.top_k = 1;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 1);
+
+  p.top_k = 0;
+  p.top_p = 0.5f;  // ids 1 and 3 each hold ~0.37 of the mass: the nucleus is {1, 3}
+  for (int i = 0; i < 50; ++i) {
+    int t = sample_token(logits.data(), 5, p, rng);
+    EXPECT_TRUE(t == 1 || t == 3) << t;
+  }
+
+  TokenLogprob lp = token_logprobs(logits.data(), 5, 2, 3);
+  double z = 0;
+  for (float l : logits) z += std::exp(l);
+  EXPECT_NEAR(lp.logprob, 2.0 - std::log(z), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_EQ(lp.top[2].first, 2);
+}
+
+TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
+  std::vector<float> logits = {0.f, std::log(3.f)};  // p = 0.25, 0.75
+  SamplingParams p;
+  std::mt19937_64 a(42), b(42);
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) {
+    int x = sample_token(logits.data(), 2, p, a);
+    EXPECT_EQ(x, sample_token(logits.data(), 2, p, b));
+    ones += x;
+  }
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
+}  // namespace
+}  // namespace pdserve::engine
