@@ -1,0 +1,219 @@
+// SPM tokenizer against llama.cpp's test vectors (../shared/tokenizer) and the reference
+// engine's prompt tokenization of stories260K (../shared/reference/stories260K.json).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::tokenizer {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::unique_ptr<Tokenizer> load(const std::string& path) {
+  auto f = gguf::GgufFile::open(path);
+  EXPECT_TRUE(f.ok()) << f.error();
+  if (!f.ok()) return nullptr;
+  auto t = Tokenizer::from_gguf(**f);
+  EXPECT_TRUE(t.ok()) << t.error();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+/// Inputs of X.gguf.inp: each is followed by "\n__ggml_vocab_test__\n" (test-tokenizer-0).
+std::vector<std::string> read_inputs(const std::string& path) {
+  const std::string s = read_file(path);
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t m; (m = s.find(sep, pos)) != std::string::npos; pos = m + sep.size()) out.push_back(s.substr(pos, m - pos));
+  return out;
+}
+
+/// Line i of X.gguf.out: the expected ids of input i, space separated.
+std::vector<std::vector<int32_t>> read_outputs(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::vector<std::vector<int32_t>> out;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::vector<int32_t> ids;
+    for (int32_t id; ls >> id;) ids.push_back(id);
+    out.push_back(ids);
+  }
+  return out;
+}
+
+void check_vectors(const std::string& name) {
+  const std::string base = "../shared/tokenizer/ggml-vocab-" + name + ".gguf";
+  auto tok = load(base);
+  ASSERT_TRUE(tok);
+  auto inputs = read_inputs(base + ".inp");
+  auto expected = read_outputs(base + ".out");
+  ASSERT_EQ(inputs.size(), 46u);
+  ASSERT_EQ(inputs.size(), expected.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_EQ(tok->encode(inputs[i], /*add_bos=*/false), expected[i]) << name << " input #" << i << ": '" << inputs[i] << "'";
+  }
+}
+
+TEST(TokenizerSpm, LlamaSpmVectors) { check_vectors("llama-spm"); }
+TEST(TokenizerSpm, Phi3Vectors) { check_vectors("phi-3"); }
+
+std::string hex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) out += {d[c >> 4], d[c & 15]};
+  return out;
+}
+
+TEST(TokenizerSpm, Stories260kReference) {
+  auto tok = load("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(tok);
+  auto ref = nlohmann::json::parse(read_file("../shared/reference/stories260K.json"));
+  ASSERT_FALSE(ref["cases"].empty());
+  for (const auto& c : ref["cases"]) {
+    const std::string prompt = c["prompt"];
+    EXPECT_EQ(tok->encode(prompt, tok->vocab().add_bos), c["prompt_tokens"].get<std::vector<int32_t>>()) << prompt;
+    auto tokens = c["tokens"].get<std::vector<int32_t>>();
+    auto pieces = c["token_bytes_hex"].get<std::vector<std::string>>();
+    ASSERT_EQ(tokens.size(), pieces.size());
+    std::string text;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      EXPECT_EQ(hex(tok->token_to_piece(tokens[i])), pieces[i]) << "token " << tokens[i];
+      EXPECT_FALSE(tok->is_eog(tokens[i]));
+    }
+    EXPECT_EQ(hex(tok->decode(tokens)), c["text_bytes_hex"].get<std::string>());
+  }
+}
+
+TEST(TokenizerSpm, VocabMetadata) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  const Vocab& v = tok->vocab();
+  EXPECT_EQ(v.model, "llama");
+  EXPECT_EQ(v.size(), 32000);
+  EXPECT_EQ(v.bos_id, 1);
+  EXPECT_EQ(v.eos_id, 2);
+  EXPECT_EQ(v.unk_id, 0);
+  EXPECT_TRUE(v.add_bos);
+  EXPECT_FALSE(v.add_eos);
+  EXPECT_TRUE(v.add_space_prefix);
+  EXPECT_EQ(v.types[0], TokenType::UNKNOWN);
+  EXPECT_EQ(v.types[3], TokenType::BYTE);
+  EXPECT_TRUE(tok->is_eog(2));
+  EXPECT_FALSE(tok->is_eog(1));
+
+  auto phi = load("../shared/tokenizer/ggml-vocab-phi-3.gguf");
+  ASSERT_TRUE(phi);
+  EXPECT_EQ(phi->vocab().eos_id, 32000);
+  EXPECT_EQ(phi->vocab().pad_id, 32000);
+  EXPECT_EQ(phi->vocab().eot_id, 32007);  // "<|end|>", detected by text as llama.cpp does
+  EXPECT_TRUE(phi->is_eog(32000));        // <|endoftext|>
+  EXPECT_TRUE(phi->is_eog(32007));        // <|end|>
+  EXPECT_FALSE(phi->is_eog(32001));       // <|assistant|>
+  EXPECT_NE(phi->vocab().chat_template.find("<|assistant|>"), std::string::npos);
+}
+
+TEST(TokenizerSpm, BosAndEmpty) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->encode("", true), std::vector<int32_t>{1});
+  EXPECT_EQ(tok->encode("", false), std::vector<int32_t>{});
+  EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_EQ(tok->encode("Hello world", false), (std::vector<int32_t>{15043, 3186}));
+}
+
+TEST(TokenizerSpm, ParseSpecial) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  auto with = tok->encode("<s>Hi", false, /*parse_special=*/true);
+  ASSERT_FALSE(with.empty());
+  EXPECT_EQ(with[0], 1);
+  // llama.cpp prefixes a space to text that follows a special token.
+  auto rest = tok->encode("Hi", false);
+  EXPECT_EQ(std::vector<int32_t>(with.begin() + 1, with.end()), rest);
+
+  auto plain = tok->encode("<s>Hi", false, /*parse_special=*/false);
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), 1), plain.end());
+  EXPECT_EQ(tok->decode(plain), " <s>Hi");
+
+  // Several specials and text in between; the middle text also gets the space prefix.
+  auto ids = tok->encode("a</s><s>b", false, true);
+  std::vector<int32_t> a = tok->encode("a", false), b = tok->encode("b", false);
+  std::vector<int32_t> want = a;
+  want.push_back(2);
+  want.push_back(1);
+  want.insert(want.end(), b.begin(), b.end());
+  EXPECT_EQ(ids, want);
+}
+
+TEST(TokenizerSpm, Phi3SpecialStrip) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-phi-3.gguf");
+  ASSERT_TRUE(tok);
+  // llama.cpp: Phi-3's special tokens RSTRIP, so the newline after <|user|> is dropped.
+  auto ids = tok->encode("<|user|>\nHi<|end|>\n<|assistant|>\n", true, true);
+  std::vector<int32_t> hi = tok->encode("Hi", false);
+  std::vector<int32_t> want = {1, 32010};
+  want.insert(want.end(), hi.begin(), hi.end());
+  want.push_back(32007);
+  want.push_back(32001);
+  EXPECT_EQ(ids, want);
+  // Without parse_special the control tokens are plain text.
+  auto plain = tok->encode("<|user|>", false, false);
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), 32010), plain.end());
+}
+
+TEST(TokenizerSpm, TokenToPiece) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->token_to_piece(1), "");    // control
+  EXPECT_EQ(tok->token_to_piece(2), "");    // control
+  EXPECT_EQ(tok->token_to_piece(0), "");    // unknown (llama.cpp special=false)
+  EXPECT_EQ(tok->token_to_piece(3 + 0x0A), "\n");
+  EXPECT_EQ(tok->token_to_piece(3 + 0xF0), "\xF0");
+  EXPECT_EQ(tok->token_to_piece(15043), " Hello");
+  EXPECT_EQ(tok->token_to_piece(-1), "");
+  EXPECT_EQ(tok->token_to_piece(32000), "");
+}
+
+TEST(TokenizerSpm, ByteFallbackRoundTrip) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  const std::string text = "emoji 🦙 and 𝔘𝔫𝔦 and \x01 ctrl and invalid \xfe\xff";
+  auto ids = tok->encode(text, false);
+  EXPECT_EQ(tok->decode(ids), " " + text);
+  // As in llama.cpp, a 0xF0..0xFF byte starts a 4-byte symbol even when invalid, so it
+  // swallows the next bytes (here part of an escaped space) into its byte fallback.
+  ids = tok->encode("\xff a", false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{29871, 3 + 0xFF, 3 + 0xE2, 3 + 0x96, 3 + 0x81, 29874}));
+}
+
+TEST(TokenizerSpm, EncodeIsFast) {
+  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  std::string text;
+  while (text.size() < 4000) text += "The quick brown fox jumps over the lazy dog; Ünïcödé 🦙 日本語 12345. ";
+  auto t0 = std::chrono::steady_clock::now();
+  auto ids = tok->encode(text, true, true);
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(ids.size(), 500u);
+  EXPECT_LT(ms, 10.0) << "encode of " << text.size() << " bytes took " << ms << " ms";
+  // A long run with no merges possible across it must not be quadratic either.
+  std::string spaces(20000, 'a');
+  t0 = std::chrono::steady_clock::now();
+  tok->encode(spaces, false);
+  ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(ms, 100.0);
+}
+
+}  // namespace
+}  // namespace pdserve::tokenizer
