@@ -5,7 +5,7 @@
 
 namespace pdserve {
 
-/// Sets the global log level from a name: trace, debug, info, warn, error, off.
+/// Sends logs to stderr and sets the level by name: trace, debug, info, warn, error, off.
 void set_log_level(const std::string& level);
 
 }  // namespace pdserve

@@ -1,1 +1,30 @@
-int main() { return 0; }
+// pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info.
+#include <CLI/CLI.hpp>
+
+#include "base/log.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pdserve: a KV-cache-centric LLM inference server for GGUF models"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --log-level may follow the subcommand
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")->default_val("info");
+
+  pdserve::cli::ServeArgs serve;
+  pdserve::cli::add_serve_command(app, serve);
+  pdserve::cli::GenerateArgs gen;
+  pdserve::cli::add_generate_command(app, gen);
+  pdserve::cli::TokenizeArgs tok;
+  pdserve::cli::add_tokenize_command(app, tok);
+  pdserve::cli::InfoArgs info;
+  pdserve::cli::add_info_command(app, info);
+
+  CLI11_PARSE(app, argc, argv);
+  pdserve::set_log_level(log_level);
+  if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
+  if (app.got_subcommand("generate")) return pdserve::cli::run_generate(gen);
+  if (app.got_subcommand("tokenize")) return pdserve::cli::run_tokenize(tok);
+  if (app.got_subcommand("info")) return pdserve::cli::run_info(info);
+  return 2;
+}

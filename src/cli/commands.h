@@ -1,0 +1,54 @@
+// Subcommands of the pdserve binary: their arguments, CLI registration and entry points.
+// Each run_* returns the process exit code; errors are printed as one line on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace pdserve::cli {
+
+/// Adds the engine flags shared by serve and generate (model, threads, KV cache, batching).
+void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg);
+
+struct ServeArgs {
+  engine::EngineConfig engine;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int http_threads = 64;
+  std::string api_key;
+};
+void add_serve_command(CLI::App& app, ServeArgs& a);
+int run_serve(const ServeArgs& a);
+
+struct GenerateArgs {
+  engine::EngineConfig engine;
+  std::string prompt;
+  int n = 64;
+  float temperature = 0.f;
+  float top_p = 1.f;
+  int top_k = 0;
+  std::optional<uint64_t> seed;
+  bool ids = false;
+};
+void add_generate_command(CLI::App& app, GenerateArgs& a);
+int run_generate(const GenerateArgs& a);
+
+struct TokenizeArgs {
+  std::string model;
+  std::string text;
+  bool add_bos = false;
+  bool parse_special = false;
+};
+void add_tokenize_command(CLI::App& app, TokenizeArgs& a);
+int run_tokenize(const TokenizeArgs& a);
+
+struct InfoArgs {
+  std::string model;
+};
+void add_info_command(CLI::App& app, InfoArgs& a);
+int run_info(const InfoArgs& a);
+
+}  // namespace pdserve::cli

@@ -1,0 +1,108 @@
+// The pdserve binary as a user runs it: `generate` reproduces the reference, `tokenize`
+// and `info` work, and bad model files give a non-zero exit and a one-line error.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/reference.h"
+
+namespace pdserve {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "pds_cli_stderr.txt";
+  const std::string cmd = std::string(PDSERVE_BIN) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  int32_t x;
+  while (in >> x) ids.push_back(x);
+  return ids;
+}
+
+TEST(Cli, GenerateMatchesReferenceTokensAndText) {
+  for (const auto& c : testing::load_reference("../shared/reference/stories260K.json")) {
+    const std::string base = "generate --model ../shared/models/stories260K.gguf --log-level warn -n " +
+                             std::to_string(c.tokens.size()) + " --prompt " + shell_quote(c.prompt);
+    RunResult ids = run(base + " --ids");
+    ASSERT_EQ(ids.exit_code, 0) << ids.err;
+    EXPECT_EQ(parse_ids(ids.out), c.tokens) << "prompt '" << c.prompt << "'";
+    RunResult text = run(base);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_EQ(text.out, c.text + "\n") << "prompt '" << c.prompt << "'";
+  }
+}
+
+TEST(Cli, TokenizeMatchesReferencePromptTokens) {
+  for (const auto& c : testing::load_reference("../shared/reference/stories260K.json")) {
+    RunResult r = run("tokenize --model ../shared/models/stories260K.gguf --add-bos --text " + shell_quote(c.prompt));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(parse_ids(r.out), c.prompt_tokens) << "prompt '" << c.prompt << "'";
+  }
+}
+
+TEST(Cli, InfoPrintsMetadataAndTensors) {
+  RunResult r = run("info --model ../shared/models/stories260K.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("llama.context_length"), std::string::npos);
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("tensors (48)"), std::string::npos);
+}
+
+void expect_one_line_error(const RunResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadModelFilesGiveOneLineErrors) {
+  for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
+    expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");
+    expect_one_line_error(run(std::string(cmd) + "README.md"), "not a GGUF file");
+    const std::string trunc = ::testing::TempDir() + "pds_truncated.gguf";
+    {
+      std::ifstream in("../shared/models/stories260K.gguf", std::ios::binary);
+      std::string head(200000, '\0');
+      in.read(head.data(), head.size());
+      std::ofstream(trunc, std::ios::binary).write(head.data(), head.size());
+    }
+    expect_one_line_error(run(std::string(cmd) + trunc), "outside the file");
+  }
+}
+
+}  // namespace
+}  // namespace pdserve
