@@ -31,3 +31,10 @@ if ! command -v npm >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
 fi
+
+# The official OpenAI Node.js client, for tests/clients (from the npm registry, pinned by
+# tests/clients/package-lock.json).
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$ROOT/tests/clients/node_modules/openai" ]; then
+  (cd "$ROOT/tests/clients" && npm ci --no-audit --no-fund --loglevel=error)
+fi
