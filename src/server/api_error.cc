@@ -1,0 +1,51 @@
+#include "server/api_error.h"
+
+#include <utility>
+
+namespace pdserve::server {
+
+json ApiError::to_json() const {
+  json err = {{"message", message},
+              {"type", type},
+              {"param", param ? json(*param) : json(nullptr)},
+              {"code", code ? json(*code) : json(nullptr)}};
+  return json{{"error", std::move(err)}};
+}
+
+ApiError bad_request(std::string message, std::optional<std::string> param,
+                     std::optional<std::string> code) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param),
+                  std::move(code)};
+}
+
+ApiError unauthorized(std::string message) {
+  return ApiError{401, std::move(message), "invalid_request_error", std::nullopt,
+                  std::string("invalid_api_key")};
+}
+
+ApiError model_not_found(const std::string& model) {
+  return ApiError{404,
+                  "The model '" + model + "' does not exist or you do not have access to it.",
+                  "invalid_request_error", std::string("model"),
+                  std::string("model_not_found")};
+}
+
+ApiError route_not_found(const std::string& method, const std::string& path) {
+  return ApiError{404, "Invalid URL (" + method + " " + path + ")", "invalid_request_error",
+                  std::nullopt, std::nullopt};
+}
+
+ApiError method_not_allowed(const std::string& method, const std::string& path) {
+  return ApiError{405, "Method " + method + " is not allowed for " + path,
+                  "invalid_request_error", std::nullopt, std::string("method_not_allowed")};
+}
+
+ApiError server_error(std::string message) {
+  return ApiError{500, std::move(message), "server_error", std::nullopt, std::nullopt};
+}
+
+ApiError unavailable(std::string message) {
+  return ApiError{503, std::move(message), "server_error", std::nullopt, std::nullopt};
+}
+
+}  // namespace pdserve::server

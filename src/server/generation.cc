@@ -1,0 +1,163 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pdserve::server {
+
+namespace {
+
+std::string vocab_piece(const tokenizer::Vocab& v, int32_t id) {
+  if (id < 0 || id >= v.size()) return {};
+  return v.tokens[static_cast<size_t>(id)];
+}
+
+}  // namespace
+
+PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
+                             tokenizer::ChatTemplateKind chat_template)
+    : tok_(tok),
+      chat_template_(chat_template),
+      bos_text_(vocab_piece(tok.vocab(), tok.vocab().bos_id)),
+      eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)) {}
+
+std::string PromptEncoder::render(const std::vector<tokenizer::ChatMessage>& messages) const {
+  return tokenizer::render_chat(chat_template_, messages, /*add_generation_prompt=*/true, bos_text_,
+                                eos_text_);
+}
+
+std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int context_length,
+                                              std::vector<std::vector<int32_t>>& out) const {
+  const auto& vocab = tok_.vocab();
+  const std::string param = req.prompt_param();
+  out.clear();
+  if (req.endpoint == Endpoint::ChatCompletions) {
+    const std::string text = render(req.messages);
+    // Templates that spell BOS in text (e.g. Llama 3) must not get a second one.
+    bool add_bos = vocab.add_bos;
+    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0) add_bos = false;
+    out.push_back(tok_.encode(text, add_bos, /*parse_special=*/true));
+  } else {
+    for (const auto& p : req.prompts) {
+      if (p.is_tokens) {
+        if (vocab.size() > 0) {
+          for (int32_t id : p.tokens) {
+            if (id < 0 || id >= vocab.size()) {
+              return bad_request("Invalid 'prompt': token id " + std::to_string(id) +
+                                     " is outside the vocabulary [0, " +
+                                     std::to_string(vocab.size()) + ").",
+                                 param);
+            }
+          }
+        }
+        out.push_back(p.tokens);
+      } else {
+        out.push_back(tok_.encode(p.text, vocab.add_bos, /*parse_special=*/false));
+      }
+    }
+  }
+  for (const auto& ids : out) {
+    if (ids.empty()) return bad_request("Invalid '" + param + "': the prompt is empty.", param);
+    if (context_length > 0 && static_cast<int64_t>(ids.size()) >= context_length) {
+      return bad_request("This model's maximum context length is " +
+                             std::to_string(context_length) + " tokens. However, your prompt is " +
+                             std::to_string(ids.size()) +
+                             " tokens long, which leaves no room for generated tokens. "
+                             "Please reduce the length of the " +
+                             (req.endpoint == Endpoint::ChatCompletions ? "messages." : "prompt."),
+                         param, std::string("context_length_exceeded"));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const GenerationRequest& req,
+                                              const std::vector<std::vector<int32_t>>& prompts) {
+  slots_.clear();
+  slots_.reserve(prompts.size() * static_cast<size_t>(req.n));
+  for (const auto& prompt : prompts) {
+    for (int k = 0; k < req.n; ++k) {
+      engine::SamplingParams params = req.params;
+      if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
+      auto r = engine.submit(prompt, params);
+      if (!r.ok()) {
+        abort_all();
+        return bad_request(r.error(), std::string(req.prompt_param()));
+      }
+      Slot s;
+      s.stream = std::move(r.value());
+      s.first_of_prompt = k == 0;
+      s.prompt_tokens = static_cast<int>(prompt.size());
+      slots_.push_back(std::move(s));
+      ++unfinished_;
+    }
+  }
+  return std::nullopt;
+}
+
+void ChoiceStreams::record(Slot& s, const engine::StreamDelta& d) {
+  if (d.prompt_tokens > 0) s.prompt_tokens = d.prompt_tokens;
+  if (d.cached_tokens > 0) s.cached_tokens = d.cached_tokens;
+  if (d.completion_tokens > s.completion_tokens) s.completion_tokens = d.completion_tokens;
+  if (d.finish != engine::FinishReason::None && !s.finished) {
+    s.finished = true;
+    --unfinished_;
+  }
+}
+
+bool ChoiceStreams::next(Event& out, std::chrono::milliseconds timeout) {
+  const size_t n = slots_.size();
+  if (unfinished_ == 0 || n == 0) return false;
+  // One non-blocking pass over the unfinished choices, starting after the last served one
+  // so that no choice starves the others.
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (cursor_ + k) % n;
+    Slot& s = slots_[i];
+    if (s.finished) continue;
+    if (s.stream->next(out.delta, std::chrono::milliseconds(0))) {
+      out.choice = static_cast<int>(i);
+      record(s, out.delta);
+      cursor_ = (i + 1) % n;
+      return true;
+    }
+  }
+  if (timeout.count() <= 0) return false;
+  // Nothing ready: block on one unfinished choice (all of the timeout when it is the only one).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  do {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (cursor_ + k) % n;
+      Slot& s = slots_[i];
+      if (s.finished) continue;
+      auto wait = unfinished_ == 1 ? timeout : std::min(timeout, std::chrono::milliseconds(2));
+      if (s.stream->next(out.delta, wait)) {
+        out.choice = static_cast<int>(i);
+        record(s, out.delta);
+        cursor_ = (i + 1) % n;
+        return true;
+      }
+      if (unfinished_ == 1) return false;
+    }
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+void ChoiceStreams::abort_all() {
+  for (auto& s : slots_) {
+    if (!s.finished && s.stream) s.stream->abort();
+  }
+}
+
+UsageCounts ChoiceStreams::usage() const {
+  UsageCounts u;
+  for (const auto& s : slots_) {
+    if (s.first_of_prompt) {
+      u.prompt_tokens += s.prompt_tokens;
+      u.cached_tokens += s.cached_tokens;
+    }
+    u.completion_tokens += s.completion_tokens;
+  }
+  return u;
+}
+
+}  // namespace pdserve::server

@@ -1,0 +1,92 @@
+// The bridge from a validated request to the engine: prompt tokenization (chat template,
+// BOS, context check) and one engine request per choice, with their delta streams merged.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_stream.h"
+#include "server/api_error.h"
+#include "server/openai_protocol.h"
+#include "server/openai_response.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::server {
+
+/// Turns request prompts into token ids.
+class PromptEncoder {
+ public:
+  PromptEncoder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplateKind chat_template);
+
+  /// Completions: each text prompt with add_bos = vocab().add_bos, parse_special = false;
+  /// token prompts as given (ids checked against the vocabulary). Chat: the messages
+  /// rendered with the chat template, tokenized with parse_special = true and BOS added
+  /// unless the rendered text already starts with it. Errors (400, param prompt/messages):
+  /// an empty prompt, an id outside the vocabulary, a prompt that leaves no room in a
+  /// context of `context_length` tokens (code "context_length_exceeded"; 0 ⇒ unchecked).
+  std::optional<ApiError> encode(const GenerationRequest& req, int context_length,
+                                 std::vector<std::vector<int32_t>>& out) const;
+
+  /// The prompt text the chat template makes of `messages` (with the generation prompt).
+  std::string render(const std::vector<tokenizer::ChatMessage>& messages) const;
+
+ private:
+  const tokenizer::Tokenizer& tok_;
+  tokenizer::ChatTemplateKind chat_template_;
+  std::string bos_text_, eos_text_;
+};
+
+/// The engine requests of one API request (prompts × n choices), read as one stream of
+/// (choice index, delta) events. Destroying it aborts every request that has not
+/// finished, so KV blocks are freed however the handler ends.
+class ChoiceStreams {
+ public:
+  ChoiceStreams() = default;
+  ~ChoiceStreams() { abort_all(); }
+  ChoiceStreams(const ChoiceStreams&) = delete;
+  ChoiceStreams& operator=(const ChoiceStreams&) = delete;
+
+  /// Submits choice i = p * n + k for prompt p with seed + k (when a seed is given). On
+  /// an engine error, aborts what was already submitted and returns a 400 error.
+  std::optional<ApiError> submit(engine::Engine& engine, const GenerationRequest& req,
+                                 const std::vector<std::vector<int32_t>>& prompts);
+
+  struct Event {
+    int choice = 0;
+    engine::StreamDelta delta;
+  };
+  /// The next delta of any unfinished choice, waiting up to `timeout`; false on timeout
+  /// or when all choices are finished.
+  bool next(Event& out, std::chrono::milliseconds timeout);
+
+  /// True when every choice has delivered its final delta.
+  bool done() const { return unfinished_ == 0; }
+  int size() const { return static_cast<int>(slots_.size()); }
+  /// Asks the engine to stop every unfinished choice (their final Abort deltas follow).
+  void abort_all();
+  /// Token counts so far: prompt/cached tokens once per prompt, completion tokens summed.
+  UsageCounts usage() const;
+
+ private:
+  struct Slot {
+    std::shared_ptr<engine::RequestStream> stream;
+    bool finished = false;
+    bool first_of_prompt = false;
+    int prompt_tokens = 0;
+    int cached_tokens = 0;
+    int completion_tokens = 0;
+  };
+  void record(Slot& s, const engine::StreamDelta& d);
+
+  std::vector<Slot> slots_;
+  int unfinished_ = 0;
+  size_t cursor_ = 0;
+};
+
+}  // namespace pdserve::server

@@ -1,0 +1,37 @@
+// HTTP handlers of POST /v1/completions and POST /v1/chat/completions: parse ▸ check
+// model ▸ tokenize ▸ submit ▸ answer with one JSON response or an SSE stream.
+#pragma once
+
+#include <atomic>
+
+#include <httplib.h>
+
+#include "engine/engine.h"
+#include "server/generation.h"
+#include "server/openai_protocol.h"
+#include "tokenizer/chat_template.h"
+
+namespace pdserve::server {
+
+class GenerationHandler {
+ public:
+  /// `stopping` (may be null) is set when the server shuts down; running requests are
+  /// then aborted.
+  GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
+                    const std::atomic<bool>* stopping);
+
+  void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) const;
+
+ private:
+  void respond_full(const GenerationRequest& r, ChoiceStreams& streams, httplib::Response& res) const;
+  void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
+                      httplib::Response& res) const;
+  ResponseMeta new_meta(Endpoint endpoint) const;
+  PieceFn piece_fn() const;
+
+  engine::Engine& engine_;
+  PromptEncoder encoder_;
+  const std::atomic<bool>* stopping_;
+};
+
+}  // namespace pdserve::server

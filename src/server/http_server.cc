@@ -1,0 +1,305 @@
+#include "server/http_server.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <sys/socket.h>
+
+#include <httplib.h>
+
+#include "base/log.h"
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/generation_handler.h"
+#include "server/http_util.h"
+#include "server/info_json.h"
+#include "server/openai_response.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::server {
+namespace {
+
+constexpr time_t kReadTimeoutSec = 30;    // request line, headers and body
+constexpr time_t kWriteTimeoutSec = 300;  // one blocked write (a slow stream reader)
+constexpr time_t kKeepAliveTimeoutSec = 5;
+constexpr size_t kKeepAliveMaxCount = 1000;
+constexpr size_t kMaxBodyBytes = 64u << 20;
+
+// ---- SIGINT/SIGTERM: the handler only counts; the watcher thread of each run() acts. ----
+
+std::atomic<int> g_signals{0};
+std::atomic<int> g_last_signal{0};
+std::mutex g_signal_mu;
+int g_signal_users = 0;
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void on_stop_signal(int sig) {
+  g_last_signal.store(sig);
+  g_signals.fetch_add(1);
+}
+
+void install_signal_handlers() {
+  std::lock_guard<std::mutex> lock(g_signal_mu);
+  if (g_signal_users++ > 0) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+  // A client that disconnects mid-write must give EPIPE, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+void restore_signal_handlers() {
+  std::lock_guard<std::mutex> lock(g_signal_mu);
+  if (--g_signal_users > 0) return;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+/// Allowed method of a known path (for 405), or nullptr for unknown paths.
+const char* allowed_method(const std::string& path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
+    return "GET";
+  }
+  return nullptr;
+}
+
+std::string exception_message(std::exception_ptr ep) {
+  try {
+    if (ep) std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(engine::Engine& e, ServerConfig c)
+      : engine(e),
+        cfg(std::move(c)),
+        created(unix_seconds()),
+        chat_template(detect_template(e)),
+        generation(e, chat_template, &stopping) {
+    setup_routes();
+  }
+
+  static tokenizer::ChatTemplateKind detect_template(engine::Engine& e) {
+    const std::string& jinja = e.tokenizer().vocab().chat_template;
+    bool recognized = true;
+    auto kind = tokenizer::detect_chat_template(jinja, &recognized);
+    if (jinja.empty()) {
+      PDS_LOG_INFO("model has no chat template; /v1/chat/completions uses the '{}' format",
+                   tokenizer::chat_template_name(kind));
+    } else if (!recognized) {
+      PDS_LOG_WARN("unrecognised chat template in the model; /v1/chat/completions falls back to "
+                   "the '{}' format",
+                   tokenizer::chat_template_name(kind));
+    } else {
+      PDS_LOG_INFO("chat template: {}", tokenizer::chat_template_name(kind));
+    }
+    return kind;
+  }
+
+  void setup_routes();
+  void watch(std::atomic<bool>& listen_done, int signals_at_start);
+
+  engine::Engine& engine;
+  ServerConfig cfg;
+  int64_t created;
+  tokenizer::ChatTemplateKind chat_template;
+  std::atomic<bool> stopping{false};       // shutdown begun: refuse new work, abort running
+  std::atomic<bool> stop_requested{false};  // stop() was called
+  std::atomic<bool> running{false};
+  std::atomic<int> bound_port{0};
+  GenerationHandler generation;
+  httplib::Server svr;
+};
+
+void HttpServer::Impl::setup_routes() {
+  const int threads = cfg.http_threads > 0 ? cfg.http_threads : 1;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr.set_read_timeout(kReadTimeoutSec, 0);
+  svr.set_write_timeout(kWriteTimeoutSec, 0);
+  svr.set_keep_alive_timeout(kKeepAliveTimeoutSec);
+  svr.set_keep_alive_max_count(kKeepAliveMaxCount);
+  svr.set_payload_max_length(kMaxBodyBytes);
+  svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
+  // server bind a port that is in use and silently share its traffic.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
+  svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) {
+      send_error(res, *err);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const bool down = stopping.load();
+    send_json(res, down ? 503 : 200, health_json(engine.stats(), down));
+  });
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
+  });
+  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != engine.model_name()) {
+      send_error(res, model_not_found(id));
+      return;
+    }
+    send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
+  });
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generation.handle(Endpoint::Completions, req, res);
+  });
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generation.handle(Endpoint::ChatCompletions, req, res);
+  });
+  // CORS preflight for browser clients.
+  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.set_header("Access-Control-Max-Age", "86400");
+  });
+
+  // Every error status without a body of ours (unknown route, malformed HTTP, body too
+  // large) gets an OpenAI-style JSON body.
+  svr.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    ApiError err;
+    if (res.status == 404) {
+      if (const char* allowed = allowed_method(req.path); allowed && req.method != allowed) {
+        err = method_not_allowed(req.method, req.path);
+        res.set_header("Allow", allowed);
+      } else {
+        err = route_not_found(req.method, req.path);
+      }
+    } else if (res.status == 413) {
+      err = ApiError{413, "The request body is too large.", "invalid_request_error", std::nullopt,
+                     std::nullopt};
+    } else if (res.status >= 500) {
+      err = server_error("Internal server error.");
+      err.status = res.status;
+    } else {
+      err = bad_request("Bad request (HTTP " + std::to_string(res.status) + ").");
+      err.status = res.status;
+    }
+    send_error(res, err);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        const std::string msg = exception_message(ep);
+        PDS_LOG_ERROR("{} {}: unhandled exception: {}", req.method, req.path, msg);
+        send_error(res, server_error("Internal server error: " + msg));
+      });
+  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    PDS_LOG_DEBUG("{} {} {} -> {}", req.remote_addr, req.method, req.path, res.status);
+  });
+}
+
+void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_start) {
+  bool stop_sent = false;
+  while (!listen_done.load()) {
+    const int signals = g_signals.load() - signals_at_start;
+    if (signals >= 2) {
+      PDS_LOG_WARN("second stop signal: exiting now");
+      std::_Exit(128 + g_last_signal.load());
+    }
+    if (!stopping.load() && (signals > 0 || stop_requested.load())) {
+      if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
+      stopping.store(true);
+    }
+    if (stopping.load() && !stop_sent && svr.is_running()) {
+      svr.stop();
+      stop_sent = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+HttpServer::HttpServer(engine::Engine& engine, ServerConfig cfg)
+    : impl_(std::make_unique<Impl>(engine, std::move(cfg))) {}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::port() const { return impl_->bound_port.load(); }
+
+void HttpServer::stop() {
+  impl_->stop_requested.store(true);
+  impl_->stopping.store(true);
+}
+
+int HttpServer::run() {
+  Impl& s = *impl_;
+  if (s.running.exchange(true)) {
+    PDS_LOG_ERROR("HttpServer::run() called twice");
+    return 1;
+  }
+  const int signals_at_start = g_signals.load();
+  install_signal_handlers();
+
+  int port = s.cfg.port;
+  bool bound;
+  if (port == 0) {
+    port = s.svr.bind_to_any_port(s.cfg.host);
+    bound = port > 0;
+  } else {
+    bound = s.svr.bind_to_port(s.cfg.host, port);
+  }
+  if (!bound) {
+    const int err = errno;
+    PDS_LOG_ERROR("could not listen on {}:{}: {}", s.cfg.host, s.cfg.port,
+                  err ? std::strerror(err) : "bind failed");
+    restore_signal_handlers();
+    s.running.store(false);
+    return 1;
+  }
+  s.bound_port.store(port);
+  const bool ipv6 = s.cfg.host.find(':') != std::string::npos;
+  PDS_LOG_INFO("listening on http://{}{}{}:{} (model '{}', context {} tokens, {} HTTP threads{})",
+               ipv6 ? "[" : "", s.cfg.host, ipv6 ? "]" : "", port, s.engine.model_name(),
+               s.engine.context_length(), s.cfg.http_threads,
+               s.cfg.api_key.empty() ? "" : ", API key required");
+
+  std::atomic<bool> listen_done{false};
+  std::thread watcher([&] { s.watch(listen_done, signals_at_start); });
+  const bool ok = s.svr.listen_after_bind();
+  listen_done.store(true);
+  watcher.join();
+  restore_signal_handlers();
+  s.bound_port.store(0);
+  PDS_LOG_INFO("HTTP server stopped");
+  if (!ok && !s.stopping.load()) {
+    PDS_LOG_ERROR("HTTP server failed while accepting connections");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pdserve::server

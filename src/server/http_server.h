@@ -1,0 +1,44 @@
+// The OpenAI-compatible HTTP server of `pdserve serve`: routes, auth, thread pool,
+// timeouts and signal-driven shutdown. Routes:
+//   POST /v1/completions, POST /v1/chat/completions (JSON or SSE with "stream": true)
+//   GET  /v1/models, GET /v1/models/{id}, GET /health
+// Errors are OpenAI-style JSON: {"error": {"message", "type", "param", "code"}}.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace pdserve::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;          // 0 ⇒ any free port (see HttpServer::port())
+  int http_threads = 64;    // connections served at once
+  std::string api_key;      // non-empty ⇒ /v1/* needs `Authorization: Bearer <api_key>`
+};
+
+class HttpServer {
+ public:
+  HttpServer(engine::Engine& engine, ServerConfig cfg);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// Serves until SIGINT/SIGTERM or stop(); returns non-zero if it could not bind.
+  /// Logs "listening on http://HOST:PORT" once the socket is bound. Does not shut the
+  /// engine down (the caller owns it).
+  int run();
+  /// Makes run() return (thread-safe; also before run() starts). Streams in progress are
+  /// cut and their engine requests aborted.
+  void stop();
+  /// The bound port once run() is listening, else 0.
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pdserve::server

@@ -1,0 +1,27 @@
+#include "server/info_json.h"
+
+namespace pdserve::server {
+
+json model_json(const std::string& model_name, int64_t created, int context_length) {
+  return json{{"id", model_name},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "pdserve"},
+              {"max_model_len", context_length}};
+}
+
+json models_json(const std::string& model_name, int64_t created, int context_length) {
+  return json{{"object", "list"},
+              {"data", json::array({model_json(model_name, created, context_length)})}};
+}
+
+json health_json(const engine::EngineStats& s, bool shutting_down) {
+  return json{{"status", shutting_down ? "shutting_down" : "ok"},
+              {"kv_blocks_used", s.kv_blocks_used},
+              {"kv_blocks_total", s.kv_blocks_total},
+              {"kv_blocks_free", s.kv_blocks_free},
+              {"requests_running", s.requests_running},
+              {"requests_waiting", s.requests_waiting}};
+}
+
+}  // namespace pdserve::server

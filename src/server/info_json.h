@@ -1,0 +1,20 @@
+// Bodies of the informational routes: GET /v1/models, GET /v1/models/{id}, GET /health.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/json_util.h"
+
+namespace pdserve::server {
+
+/// {id, object:"model", created, owned_by:"pdserve", max_model_len}.
+json model_json(const std::string& model_name, int64_t created, int context_length);
+/// {object:"list", data:[model_json(...)]}.
+json models_json(const std::string& model_name, int64_t created, int context_length);
+/// {status, kv_blocks_used, kv_blocks_total, kv_blocks_free, requests_running,
+///  requests_waiting}; status "ok" (or "shutting_down").
+json health_json(const engine::EngineStats& s, bool shutting_down);
+
+}  // namespace pdserve::server

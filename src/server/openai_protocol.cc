@@ -1,0 +1,481 @@
+#include "server/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace pdserve::server {
+namespace {
+
+// ---- small typed readers: each returns an error for a wrong type or range ----------
+
+std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+ApiError type_error(const std::string& name, const char* expected, const json& got) {
+  return bad_request("Invalid type for " + quoted(name) + ": expected " + expected +
+                         ", but got " + json_type_phrase(got) + " instead.",
+                     name);
+}
+
+ApiError value_error(const std::string& name, const std::string& expected, const json& got) {
+  return bad_request("Invalid value for " + quoted(name) + ": expected " + expected +
+                         ", but got " + dump_json(got) + ".",
+                     name);
+}
+
+ApiError missing(const std::string& name) {
+  return bad_request("Missing required parameter: " + quoted(name) + ".", name);
+}
+
+ApiError unsupported(const std::string& name, const std::string& what) {
+  return bad_request(what, name, std::string("unsupported_parameter"));
+}
+
+/// The field's value, or nullptr when absent or null.
+const json* field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool has_key(const json& obj, const char* name) { return obj.find(name) != obj.end(); }
+
+/// An integer (or a float with an integral value) as int64.
+std::optional<int64_t> as_integer(const json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned()) {
+      auto u = v.get<uint64_t>();
+      return u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? std::numeric_limits<int64_t>::max()
+                 : static_cast<int64_t>(u);
+    }
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+int clamp_int(int64_t v) {
+  if (v > std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
+  if (v < std::numeric_limits<int>::min()) return std::numeric_limits<int>::min();
+  return static_cast<int>(v);
+}
+
+std::optional<ApiError> read_int(const json& obj, const char* name, std::optional<int64_t>& out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  auto i = as_integer(*v);
+  if (!i) return type_error(name, "an integer", *v);
+  out = *i;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_number(const json& obj, const char* name, std::optional<double>& out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return type_error(name, "a number", *v);
+  out = v->get<double>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& obj, const char* name, std::optional<bool>& out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return type_error(name, "a boolean", *v);
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_string(const json& obj, const char* name,
+                                    std::optional<std::string>& out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return type_error(name, "a string", *v);
+  out = v->get<std::string>();
+  return std::nullopt;
+}
+
+#define PDS_TRY(expr)                 \
+  do {                                \
+    if (auto _e = (expr)) return *_e; \
+  } while (0)
+
+// ---- fields common to both endpoints ----------------------------------------------------
+
+std::optional<ApiError> parse_stop(const json& obj, std::vector<std::string>& out) {
+  const json* v = field(obj, "stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    if (!v->get_ref<const std::string&>().empty()) out.push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return type_error("stop", "a string or an array of strings", *v);
+  if (v->size() > static_cast<size_t>(kMaxStop)) {
+    return bad_request("Invalid 'stop': array too long. Expected an array with maximum length " +
+                           std::to_string(kMaxStop) + ", but got an array with length " +
+                           std::to_string(v->size()) + " instead.",
+                       "stop");
+  }
+  for (const auto& s : *v) {
+    if (!s.is_string()) return type_error("stop", "a string or an array of strings", *v);
+    if (!s.get_ref<const std::string&>().empty()) out.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
+  std::optional<std::string> model;
+  PDS_TRY(read_string(obj, "model", model));
+  if (model) r.model = *model;
+
+  std::optional<double> temperature;
+  PDS_TRY(read_number(obj, "temperature", temperature));
+  if (temperature) {
+    if (!(*temperature >= 0.0 && *temperature <= 2.0)) {
+      return value_error("temperature", "a number between 0 and 2", obj["temperature"]);
+    }
+    r.params.temperature = static_cast<float>(*temperature);
+  }
+
+  std::optional<double> top_p;
+  PDS_TRY(read_number(obj, "top_p", top_p));
+  if (top_p) {
+    if (!(*top_p > 0.0 && *top_p <= 1.0)) {
+      return value_error("top_p", "a number greater than 0 and at most 1", obj["top_p"]);
+    }
+    r.params.top_p = static_cast<float>(*top_p);
+  }
+
+  std::optional<int64_t> top_k;
+  PDS_TRY(read_int(obj, "top_k", top_k));
+  if (top_k) {
+    if (*top_k < -1) {
+      return value_error("top_k", "-1 or 0 (disabled) or a positive integer", obj["top_k"]);
+    }
+    r.params.top_k = *top_k <= 0 ? 0 : clamp_int(*top_k);
+  }
+
+  std::optional<int64_t> seed;
+  PDS_TRY(read_int(obj, "seed", seed));
+  if (seed) r.params.seed = static_cast<uint64_t>(*seed);
+
+  PDS_TRY(parse_stop(obj, r.params.stop));
+
+  std::optional<bool> stream;
+  PDS_TRY(read_bool(obj, "stream", stream));
+  r.stream = stream.value_or(false);
+
+  if (const json* so = field(obj, "stream_options")) {
+    if (!so->is_object()) return type_error("stream_options", "an object", *so);
+    if (!r.stream) {
+      return bad_request("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                         "stream_options");
+    }
+    if (const json* iu = field(*so, "include_usage")) {
+      if (!iu->is_boolean()) return type_error("stream_options.include_usage", "a boolean", *iu);
+      r.include_usage = iu->get<bool>();
+    }
+  }
+
+  std::optional<int64_t> n;
+  PDS_TRY(read_int(obj, "n", n));
+  if (n) {
+    if (*n < 1 || *n > kMaxN) {
+      return value_error("n", "an integer between 1 and " + std::to_string(kMaxN), obj["n"]);
+    }
+    r.n = static_cast<int>(*n);
+  }
+
+  std::optional<bool> ignore_eos;
+  PDS_TRY(read_bool(obj, "ignore_eos", ignore_eos));
+  r.params.ignore_eos = ignore_eos.value_or(false);
+
+  std::optional<std::string> user;
+  PDS_TRY(read_string(obj, "user", user));
+  if (user) r.user = *user;
+
+  // Standard fields we cannot honour: accepted only at their neutral values.
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    std::optional<double> p;
+    PDS_TRY(read_number(obj, penalty, p));
+    if (p && *p != 0.0) {
+      return unsupported(penalty, std::string("'") + penalty +
+                                      "' is not supported by this server; omit it or set it to 0.");
+    }
+  }
+  if (const json* lb = field(obj, "logit_bias")) {
+    if (!lb->is_object()) return type_error("logit_bias", "an object", *lb);
+    if (!lb->empty()) {
+      return unsupported("logit_bias", "'logit_bias' is not supported by this server.");
+    }
+  }
+  return std::nullopt;
+}
+
+/// max_tokens-like field: an integer >= 1.
+std::optional<ApiError> parse_max_tokens(const json& obj, const char* name, int& out) {
+  std::optional<int64_t> v;
+  PDS_TRY(read_int(obj, name, v));
+  if (!v) return std::nullopt;
+  if (*v < 1) return value_error(name, "an integer >= 1", obj[name]);
+  out = clamp_int(*v);
+  return std::nullopt;
+}
+
+// ---- /v1/completions -----------------------------------------------------------------
+
+std::optional<ApiError> parse_token_list(const json& arr, std::vector<int32_t>& out) {
+  if (arr.empty()) return bad_request("Invalid 'prompt': the token list is empty.", "prompt");
+  out.reserve(arr.size());
+  for (const auto& t : arr) {
+    auto id = as_integer(t);
+    if (!id) return type_error("prompt", "a string, an array of strings or token ids", arr);
+    if (*id < 0 || *id > std::numeric_limits<int32_t>::max()) {
+      return bad_request("Invalid 'prompt': token id " + std::to_string(*id) + " is out of range.",
+                         "prompt");
+    }
+    out.push_back(static_cast<int32_t>(*id));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& obj, std::vector<PromptInput>& out) {
+  if (!has_key(obj, "prompt") || obj["prompt"].is_null()) return missing("prompt");
+  const json& p = obj["prompt"];
+  const char* expected = "a string, an array of strings, or an array of token ids";
+  if (p.is_string()) {
+    out.push_back(PromptInput{false, p.get<std::string>(), {}});
+    return std::nullopt;
+  }
+  if (!p.is_array()) return type_error("prompt", expected, p);
+  if (p.empty()) return bad_request("Invalid 'prompt': the prompt is empty.", "prompt");
+  const json& first = p.front();
+  if (first.is_string()) {
+    for (const auto& s : p) {
+      if (!s.is_string()) return type_error("prompt", expected, s);
+      out.push_back(PromptInput{false, s.get<std::string>(), {}});
+    }
+  } else if (first.is_number()) {
+    PromptInput in;
+    in.is_tokens = true;
+    PDS_TRY(parse_token_list(p, in.tokens));
+    out.push_back(std::move(in));
+  } else if (first.is_array()) {
+    for (const auto& a : p) {
+      if (!a.is_array()) return type_error("prompt", expected, a);
+      PromptInput in;
+      in.is_tokens = true;
+      PDS_TRY(parse_token_list(a, in.tokens));
+      out.push_back(std::move(in));
+    }
+  } else {
+    return type_error("prompt", expected, first);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_fields(const json& obj, GenerationRequest& r) {
+  r.endpoint = Endpoint::Completions;
+  PDS_TRY(parse_prompt(obj, r.prompts));
+  PDS_TRY(parse_common(obj, r));
+
+  // Absent ⇒ 16 (OpenAI default); explicit null ⇒ no limit (as vLLM).
+  r.params.max_tokens = has_key(obj, "max_tokens") && obj["max_tokens"].is_null()
+                            ? -1
+                            : kDefaultCompletionMaxTokens;
+  PDS_TRY(parse_max_tokens(obj, "max_tokens", r.params.max_tokens));
+
+  std::optional<int64_t> logprobs;
+  PDS_TRY(read_int(obj, "logprobs", logprobs));
+  if (logprobs) {
+    if (*logprobs < 0 || *logprobs > kMaxLogprobs) {
+      return value_error("logprobs", "an integer between 0 and " + std::to_string(kMaxLogprobs),
+                         obj["logprobs"]);
+    }
+    r.params.top_logprobs = static_cast<int>(*logprobs);
+  }
+
+  std::optional<bool> echo;
+  PDS_TRY(read_bool(obj, "echo", echo));
+  if (echo.value_or(false)) {
+    return unsupported("echo", "'echo' is not supported by this server; omit it or set it to false.");
+  }
+  std::optional<std::string> suffix;
+  PDS_TRY(read_string(obj, "suffix", suffix));
+  if (suffix && !suffix->empty()) {
+    return unsupported("suffix", "'suffix' is not supported by this server.");
+  }
+  std::optional<int64_t> best_of;
+  PDS_TRY(read_int(obj, "best_of", best_of));
+  if (best_of && *best_of != r.n) {
+    return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
+  }
+  if (r.num_choices() > kMaxChoices) {
+    return bad_request("Too many choices: the number of prompts times n must be at most " +
+                           std::to_string(kMaxChoices) + ".",
+                       "n");
+  }
+  return std::nullopt;
+}
+
+// ---- /v1/chat/completions ------------------------------------------------------------
+
+std::optional<ApiError> parse_content(const json& content, const std::string& pname,
+                                      std::string& out) {
+  if (content.is_null()) return std::nullopt;
+  if (content.is_string()) {
+    out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return type_error(pname, "a string or an array of content parts", content);
+  bool first = true;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string ppart = pname + ".[" + std::to_string(i) + "]";
+    if (!part.is_object()) return type_error(ppart, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) return missing(ppart + ".type");
+    if (type->get_ref<const std::string&>() != "text") {
+      return bad_request("Invalid value for " + quoted(ppart + ".type") + ": only 'text' content " +
+                             "parts are supported, but got " + dump_json(*type) + ".",
+                         ppart + ".type");
+    }
+    const json* text = field(part, "text");
+    if (!text) return missing(ppart + ".text");
+    if (!text->is_string()) return type_error(ppart + ".text", "a string", *text);
+    if (!first) out += "\n";
+    out += text->get<std::string>();
+    first = false;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::ChatMessage>& out) {
+  const json* msgs = field(obj, "messages");
+  if (!msgs) return missing("messages");
+  if (!msgs->is_array()) return type_error("messages", "an array", *msgs);
+  if (msgs->empty()) {
+    return bad_request("Invalid 'messages': empty array. Expected an array with minimum length 1, "
+                       "but got an empty array instead.",
+                       "messages");
+  }
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string pm = "messages.[" + std::to_string(i) + "]";
+    if (!m.is_object()) return type_error(pm, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) return missing(pm + ".role");
+    if (!role->is_string()) return type_error(pm + ".role", "a string", *role);
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r == "tool" || r == "function") {
+      return unsupported(pm + ".role", "Messages with role '" + r +
+                                           "' are not supported by this server.");
+    }
+    if (r != "system" && r != "user" && r != "assistant") {
+      return value_error(pm + ".role", "one of 'system', 'developer', 'user', 'assistant'", *role);
+    }
+    tokenizer::ChatMessage msg;
+    msg.role = r;
+    auto it = m.find("content");
+    if (it == m.end() || (it->is_null() && r != "assistant")) return missing(pm + ".content");
+    PDS_TRY(parse_content(*it, pm + ".content", msg.content));
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r) {
+  r.endpoint = Endpoint::ChatCompletions;
+  PDS_TRY(parse_messages(obj, r.messages));
+  PDS_TRY(parse_common(obj, r));
+
+  r.params.max_tokens = -1;
+  PDS_TRY(parse_max_tokens(obj, "max_tokens", r.params.max_tokens));
+  PDS_TRY(parse_max_tokens(obj, "max_completion_tokens", r.params.max_tokens));
+
+  std::optional<bool> logprobs;
+  PDS_TRY(read_bool(obj, "logprobs", logprobs));
+  std::optional<int64_t> top_logprobs;
+  PDS_TRY(read_int(obj, "top_logprobs", top_logprobs));
+  if (top_logprobs) {
+    if (*top_logprobs < 0 || *top_logprobs > kMaxLogprobs) {
+      return value_error("top_logprobs", "an integer between 0 and " + std::to_string(kMaxLogprobs),
+                         obj["top_logprobs"]);
+    }
+    if (!logprobs.value_or(false)) {
+      return bad_request("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
+    }
+  }
+  if (logprobs.value_or(false)) r.params.top_logprobs = static_cast<int>(top_logprobs.value_or(0));
+
+  if (const json* tools = field(obj, "tools")) {
+    if (!tools->is_array()) return type_error("tools", "an array", *tools);
+    if (!tools->empty()) return unsupported("tools", "'tools' are not supported by this server.");
+  }
+  if (const json* fns = field(obj, "functions")) {
+    if (!fns->is_array() || !fns->empty()) {
+      return unsupported("functions", "'functions' are not supported by this server.");
+    }
+  }
+  if (const json* rf = field(obj, "response_format")) {
+    if (!rf->is_object()) return type_error("response_format", "an object", *rf);
+    const json* t = field(*rf, "type");
+    if (t && !(t->is_string() && t->get_ref<const std::string&>() == "text")) {
+      return unsupported("response_format", "response_format type " + dump_json(*t) +
+                                                " is not supported by this server; only 'text' is.");
+    }
+  }
+  return std::nullopt;
+}
+
+template <typename Fn>
+ParsedRequest parse_object(const json& body, Fn&& fn) {
+  ParsedRequest out;
+  if (!body.is_object()) {
+    out.error = bad_request("The request body must be a JSON object, but got " +
+                            json_type_phrase(body) + ".");
+    return out;
+  }
+  if (auto e = fn(body, out.request)) out.error = std::move(*e);
+  return out;
+}
+
+template <typename Fn>
+ParsedRequest parse_text(std::string_view body, Fn&& fn) {
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    ParsedRequest out;
+    out.error = bad_request(std::string("We could not parse the JSON body of your request: ") +
+                            e.what());
+    return out;
+  }
+  return parse_object(j, fn);
+}
+
+}  // namespace
+
+ParsedRequest parse_completion_json(const json& body) {
+  return parse_object(body, parse_completion_fields);
+}
+ParsedRequest parse_completion_request(std::string_view body) {
+  return parse_text(body, parse_completion_fields);
+}
+ParsedRequest parse_chat_json(const json& body) { return parse_object(body, parse_chat_fields); }
+ParsedRequest parse_chat_request(std::string_view body) {
+  return parse_text(body, parse_chat_fields);
+}
+
+std::optional<ApiError> check_model(const GenerationRequest& req, const std::string& served_model) {
+  if (req.model.empty() || req.model == served_model) return std::nullopt;
+  return model_not_found(req.model);
+}
+
+}  // namespace pdserve::server

@@ -1,0 +1,79 @@
+// OpenAI request parsing and validation for /v1/completions and /v1/chat/completions.
+// Pure functions (no engine, no sockets): a JSON body in, a GenerationRequest or an
+// ApiError (status, message, param) out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "server/api_error.h"
+#include "server/json_util.h"
+#include "tokenizer/chat_template.h"
+
+namespace pdserve::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+/// Limits enforced by validation.
+inline constexpr int kMaxLogprobs = 5;   // completions `logprobs`, chat `top_logprobs`
+inline constexpr int kMaxStop = 4;       // entries of `stop`
+inline constexpr int kMaxN = 16;         // `n`
+inline constexpr int kMaxChoices = 64;   // prompts × n of one request
+inline constexpr int kDefaultCompletionMaxTokens = 16;
+
+/// One prompt of /v1/completions: text (tokenized by the server) or token ids (sent as is).
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+/// A validated generation request of either endpoint.
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                             // empty when absent
+  std::vector<PromptInput> prompts;              // completions: one entry per prompt
+  std::vector<tokenizer::ChatMessage> messages;  // chat
+  engine::SamplingParams params;                 // max_tokens < 0 ⇒ until EOS/context end
+  int n = 1;                                     // choices per prompt
+  bool stream = false;
+  bool include_usage = false;                    // stream_options.include_usage
+  std::string user;
+
+  bool want_logprobs() const { return params.top_logprobs >= 0; }
+  /// Total number of choices in the response (prompts × n for completions).
+  int num_choices() const {
+    return n * (endpoint == Endpoint::Completions ? static_cast<int>(prompts.size()) : 1);
+  }
+  /// The request field the prompt came from ("prompt" or "messages"), for error params.
+  const char* prompt_param() const {
+    return endpoint == Endpoint::Completions ? "prompt" : "messages";
+  }
+};
+
+/// The parsed request, or the error to answer with.
+struct ParsedRequest {
+  std::optional<ApiError> error;
+  GenerationRequest request;
+  bool ok() const { return !error.has_value(); }
+};
+
+/// Parses a /v1/completions body. Defaults: max_tokens 16 (explicit null ⇒ no limit),
+/// temperature 1, top_p 1, no logprobs (-1), n 1.
+ParsedRequest parse_completion_request(std::string_view body);
+ParsedRequest parse_completion_json(const json& body);
+
+/// Parses a /v1/chat/completions body. max_completion_tokens (preferred) or max_tokens;
+/// absent ⇒ -1 (until EOS or the context end). `logprobs: true` + `top_logprobs` 0..5.
+/// Role "developer" is treated as "system"; text content parts are joined with "\n".
+ParsedRequest parse_chat_request(std::string_view body);
+ParsedRequest parse_chat_json(const json& body);
+
+/// 404 model_not_found unless `model` is empty or equals `served_model`.
+std::optional<ApiError> check_model(const GenerationRequest& req, const std::string& served_model);
+
+}  // namespace pdserve::server

@@ -1,0 +1,139 @@
+#include "server/stream_session.h"
+
+#include <exception>
+#include <utility>
+
+#include "base/log.h"
+#include "server/sse.h"
+
+namespace pdserve::server {
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+// An SSE comment after this much silence (long queues/prefills): keeps proxies from
+// timing out and finds clients that went away.
+constexpr auto kKeepAliveInterval = std::chrono::seconds(10);
+constexpr size_t kMaxBatchBytes = 64 * 1024;
+
+}  // namespace
+
+StreamSession::StreamSession(Endpoint endpoint, ResponseMeta meta,
+                             std::unique_ptr<ChoiceStreams> streams, bool want_logprobs,
+                             bool include_usage, PieceFn piece, const std::atomic<bool>* stopping)
+    : endpoint_(endpoint),
+      meta_(std::move(meta)),
+      streams_(std::move(streams)),
+      want_logprobs_(want_logprobs),
+      include_usage_(include_usage),
+      piece_(std::move(piece)),
+      stopping_(stopping),
+      text_offsets_(static_cast<size_t>(streams_->size()), 0),
+      last_write_(std::chrono::steady_clock::now()) {}
+
+std::string StreamSession::opening() {
+  std::string out;
+  if (endpoint_ == Endpoint::ChatCompletions) {
+    for (int i = 0; i < streams_->size(); ++i) {
+      out += sse_data(chat_chunk(meta_, i, json{{"role", "assistant"}, {"content", ""}}, nullptr,
+                                 engine::FinishReason::None, include_usage_));
+    }
+  }
+  return out;
+}
+
+std::string StreamSession::closing() {
+  std::string out;
+  if (include_usage_) {
+    out += sse_data(usage_chunk(
+        meta_, endpoint_ == Endpoint::ChatCompletions ? "chat.completion.chunk" : "text_completion",
+        streams_->usage()));
+  }
+  out += sse_done();
+  return out;
+}
+
+std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
+  std::string out;
+  const bool has_lp = want_logprobs_ && !d.logprobs.empty();
+  if (endpoint_ == Endpoint::Completions) {
+    if (d.finish == engine::FinishReason::Error) {
+      if (!d.text.empty() || has_lp) {
+        json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_offsets_[choice])
+                         : json(nullptr);
+        out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp),
+                                         engine::FinishReason::None, include_usage_));
+      }
+      out += sse_data(server_error(d.error.empty() ? "generation failed" : d.error).to_json());
+      return out;
+    }
+    if (d.text.empty() && !has_lp && d.finish == engine::FinishReason::None) return out;
+    json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_offsets_[choice])
+                     : json(nullptr);
+    out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp), d.finish, include_usage_));
+    return out;
+  }
+  // Chat: content chunks, then a final chunk with an empty delta and the finish reason.
+  if (!d.text.empty() || has_lp) {
+    json lp = has_lp ? json{{"content", chat_logprob_content(d.logprobs, piece_)}} : json(nullptr);
+    out += sse_data(chat_chunk(meta_, choice, json{{"content", d.text}}, std::move(lp),
+                               engine::FinishReason::None, include_usage_));
+  }
+  if (d.finish == engine::FinishReason::Error) {
+    out += sse_data(server_error(d.error.empty() ? "generation failed" : d.error).to_json());
+  } else if (d.finish != engine::FinishReason::None) {
+    out += sse_data(chat_chunk(meta_, choice, json::object(), nullptr, d.finish, include_usage_));
+  }
+  return out;
+}
+
+bool StreamSession::pump(httplib::DataSink& sink) {
+  // An exception must not escape into httplib's writer thread.
+  try {
+    return pump_unguarded(sink);
+  } catch (const std::exception& e) {
+    PDS_LOG_ERROR("stream {}: {}", meta_.id, e.what());
+  } catch (...) {
+    PDS_LOG_ERROR("stream {}: unknown exception", meta_.id);
+  }
+  streams_->abort_all();
+  return false;
+}
+
+bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
+  if (finished_) return true;
+  std::string out;
+  if (!started_) {
+    started_ = true;
+    out += opening();
+  }
+  ChoiceStreams::Event ev;
+  if (streams_->next(ev, kPollInterval)) {
+    out += render(ev.choice, ev.delta);
+    // Take whatever else is ready so one write carries it.
+    while (out.size() < kMaxBatchBytes && streams_->next(ev, std::chrono::milliseconds(0))) {
+      out += render(ev.choice, ev.delta);
+    }
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (streams_->done()) {
+    out += closing();
+    finished_ = true;
+  } else if (stopping_ && stopping_->load()) {
+    streams_->abort_all();
+    return false;
+  } else if (out.empty() && now - last_write_ >= kKeepAliveInterval) {
+    out = sse_comment("keep-alive");
+  }
+  if (!out.empty()) {
+    // A failed write means the client is gone: free the engine requests now.
+    if (!sink.write(out.data(), out.size())) {
+      streams_->abort_all();
+      return false;
+    }
+    last_write_ = now;
+  }
+  if (finished_) sink.done();
+  return true;
+}
+
+}  // namespace pdserve::server

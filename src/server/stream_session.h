@@ -1,0 +1,55 @@
+// One streaming (SSE) response: turns the merged deltas of a request's choices into
+// OpenAI chunks and writes them to the client, ending with `data: [DONE]`.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "server/generation.h"
+#include "server/openai_protocol.h"
+#include "server/openai_response.h"
+
+namespace pdserve::server {
+
+class StreamSession {
+ public:
+  /// Takes over `streams` (already submitted). `stopping` (may be null) is the server's
+  /// shutdown flag.
+  StreamSession(Endpoint endpoint, ResponseMeta meta, std::unique_ptr<ChoiceStreams> streams,
+                bool want_logprobs, bool include_usage, PieceFn piece,
+                const std::atomic<bool>* stopping);
+
+  /// The chunked content provider body: writes whatever is ready (waiting briefly), and
+  /// the end of the stream once every choice finished. Returns false to cancel the
+  /// response (client gone or server stopping); the engine requests are then aborted.
+  bool pump(httplib::DataSink& sink);
+
+  /// The SSE text for one delta of choice `choice` (exposed for tests).
+  std::string render(int choice, const engine::StreamDelta& delta);
+  /// The SSE text that opens the stream (chat: a role chunk per choice).
+  std::string opening();
+  /// The SSE text that closes the stream (usage chunk if asked, then [DONE]).
+  std::string closing();
+
+ private:
+  bool pump_unguarded(httplib::DataSink& sink);
+
+  Endpoint endpoint_;
+  ResponseMeta meta_;
+  std::unique_ptr<ChoiceStreams> streams_;
+  bool want_logprobs_;
+  bool include_usage_;
+  PieceFn piece_;
+  const std::atomic<bool>* stopping_;
+  std::vector<int> text_offsets_;
+  bool started_ = false;
+  bool finished_ = false;
+  std::chrono::steady_clock::time_point last_write_;
+};
+
+}  // namespace pdserve::server

@@ -1,0 +1,247 @@
+// `pdserve serve` on stories260K over real HTTP: the reference through /v1/completions
+// (JSON and SSE, with logprobs), concurrency without cross-talk, and every KV block back
+// in the pool after requests finish, stop, or disconnect mid-stream.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "support/reference.h"
+#include "support/server_process.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve {
+namespace {
+
+using json = nlohmann::json;
+
+class ServeE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new testing::ServerProcess(std::vector<std::string>{});
+    ASSERT_TRUE(server_->ready()) << server_->error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static testing::ServerProcess* server_;
+
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+
+  json post(const std::string& path, const json& body, int expect_status = 200) {
+    auto c = client();
+    auto res = c.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res) << "no response";
+    if (!res) return json();
+    EXPECT_EQ(res->status, expect_status) << res->body;
+    return json::parse(res->body);
+  }
+
+  /// POSTs `body` and hands each received piece of the response body to `on_data`
+  /// (returning false hangs up).
+  void post_streaming(const json& body, std::function<bool(const char*, size_t)> on_data) {
+    auto c = client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) { return on_data(data, n); };
+    httplib::Response res;
+    httplib::Error err;
+    c.send(req, res, err);
+  }
+
+  /// Streams a request and returns the joined text and the final finish_reason.
+  std::pair<std::string, std::string> stream(const json& body) {
+    std::string buf, text, finish;
+    bool done = false;
+    json b = body;
+    b["stream"] = true;
+    post_streaming(b, [&](const char* data, size_t n) {
+                        buf.append(data, n);
+                        size_t pos;
+                        while ((pos = buf.find("\n\n")) != std::string::npos) {
+                          std::string ev = buf.substr(0, pos);
+                          buf.erase(0, pos + 2);
+                          EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+                          std::string payload = ev.substr(6);
+                          if (payload == "[DONE]") {
+                            done = true;
+                            continue;
+                          }
+                          json j = json::parse(payload);
+                          text += j["choices"][0]["text"].get<std::string>();
+                          if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+                        }
+                        return true;
+                      });
+    EXPECT_TRUE(done) << "no data: [DONE]";
+    return {text, finish};
+  }
+
+  json health() {
+    auto c = client();
+    auto res = c.Get("/health");
+    EXPECT_TRUE(res && res->status == 200);
+    return res ? json::parse(res->body) : json();
+  }
+
+  /// Polls /health until no KV block is in use; returns false after `timeout`.
+  bool wait_blocks_free(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      json h = health();
+      if (h["kv_blocks_used"] == 0 && h["kv_blocks_free"] == h["kv_blocks_total"]) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+};
+
+testing::ServerProcess* ServeE2E::server_ = nullptr;
+
+TEST_F(ServeE2E, CompletionsMatchReferenceWithLogprobsStreamedAndNot) {
+  auto f = gguf::GgufFile::open("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(f.ok());
+  auto tok = tokenizer::Tokenizer::from_gguf(*f.value());
+  ASSERT_TRUE(tok.ok());
+  for (const auto& c : testing::load_reference("../shared/reference/stories260K.json")) {
+    json body = {{"prompt", c.prompt}, {"max_tokens", c.tokens.size()}, {"temperature", 0}, {"logprobs", 5}};
+    json r = post("/v1/completions", body);
+    EXPECT_EQ(r["choices"][0]["text"], c.text) << c.prompt;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(r["usage"]["prompt_tokens"], c.prompt_tokens.size());
+    EXPECT_EQ(r["usage"]["completion_tokens"], c.tokens.size());
+    const json& lp = r["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), c.tokens.size());
+    for (size_t step = 0; step < c.tokens.size(); ++step) {
+      EXPECT_EQ(lp["tokens"][step].get<std::string>(), c.token_bytes[step]);
+      const json& top = lp["top_logprobs"][step];
+      EXPECT_EQ(top.size(), 5u);
+      for (auto [id, ref_lp] : c.top_logprobs[step]) {
+        const std::string piece = tok.value()->token_to_piece(id);
+        ASSERT_TRUE(top.contains(piece)) << "step " << step << " token " << id;
+        EXPECT_NEAR(top[piece].get<double>(), ref_lp, 1e-3) << c.prompt << " step " << step << " token " << id;
+      }
+    }
+    auto [text, finish] = stream(body);
+    EXPECT_EQ(text, r["choices"][0]["text"].get<std::string>());
+    EXPECT_EQ(finish, "length");
+  }
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(2)));
+}
+
+TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park.",
+                                            "One day, a bird", "Tom had a big red ball. He", ""};
+  std::vector<json> bodies;
+  for (int i = 0; i < 16; ++i) {
+    json b = {{"prompt", prompts[i % prompts.size()]}, {"max_tokens", 8 + 5 * i}};
+    if (i % 3 == 0) {
+      b["temperature"] = 0.9;
+      b["seed"] = 100 + i;
+      b["top_p"] = 0.9;
+    } else {
+      b["temperature"] = 0;
+    }
+    if (i % 4 == 1) b["stop"] = json::array({"."});
+    bodies.push_back(b);
+  }
+  std::vector<std::string> alone;
+  for (const auto& b : bodies) alone.push_back(post("/v1/completions", b)["choices"][0]["text"]);
+  std::vector<std::future<std::string>> futs;
+  for (int i = 0; i < 16; ++i) {
+    futs.push_back(std::async(std::launch::async, [&, i] {
+      if (i % 2 == 0) return stream(bodies[i]).first;
+      return post("/v1/completions", bodies[i])["choices"][0]["text"].get<std::string>();
+    }));
+  }
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(futs[i].get(), alone[i]) << "request " << i;
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(2)));
+}
+
+TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
+  // A slower model (~2k tokens/s here) so that the request below would run for seconds
+  // if the disconnect were not noticed.
+  testing::ServerProcess::Options o;
+  o.model = "../shared/models/synth-llama-small-f16.gguf";
+  o.extra_args = {"--max-seqs", "4"};
+  testing::ServerProcess slow(o);
+  ASSERT_TRUE(slow.ready()) << slow.error();
+  httplib::Client c("127.0.0.1", slow.port());
+  c.set_read_timeout(120, 0);
+  auto health = [&] { return json::parse(c.Get("/health")->body); };
+
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}};
+  httplib::Client streamer("127.0.0.1", slow.port());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  int64_t used_while_streaming = -1;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    if (++chunks == 5) used_while_streaming = health()["kv_blocks_used"];
+    return chunks < 5;  // hang up
+  };
+  httplib::Response res;
+  httplib::Error err;
+  streamer.send(req, res, err);
+  const auto hung_up = std::chrono::steady_clock::now();
+  EXPECT_GT(used_while_streaming, 0);
+  bool freed = false;
+  while (std::chrono::steady_clock::now() - hung_up < std::chrono::seconds(1)) {
+    json h = health();
+    if (h["kv_blocks_used"] == 0 && h["requests_running"] == 0) {
+      freed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed) << "blocks still in use 1 s after the client hung up: " << health().dump();
+  // The server still answers.
+  auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(json::parse(ok->body)["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(ServeE2E, StopsAndErrorsLeaveNoBlocksInUse) {
+  json r = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"temperature", 0}, {"stop", "Lily"}});
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["choices"][0]["text"], ", there was a little girl named ");
+  for (const json& bad : {json{{"prompt", "x"}, {"max_tokens", 0}}, json{{"prompt", "x"}, {"temperature", -1}},
+                          json{{"prompt", "x"}, {"top_p", 0}}, json{{"prompt", "x"}, {"top_p", 1.5}},
+                          json{{"max_tokens", 3}}, json{{"prompt", "x"}, {"model", "nope"}},
+                          json{{"prompt", std::string(3000, 'a') + " b c d e f g h i j k l m n o p q r s t u v w x y z"}}}) {
+    auto c = client();
+    auto res = c.Post("/v1/completions", bad.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_TRUE(res->status == 400 || res->status == 404) << res->status << " " << res->body;
+    json e = json::parse(res->body);
+    EXPECT_TRUE(e["error"].contains("message") && e["error"].contains("type") && e["error"].contains("param") &&
+                e["error"].contains("code"))
+        << res->body;
+  }
+  auto c = client();
+  auto res = c.Post("/v1/completions", "{not json", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(1)));
+}
+
+}  // namespace
+}  // namespace pdserve
