@@ -202,6 +202,9 @@ void EngineImpl::step() {
       batch.positions.push_back(pos);
       batch.slot_mapping.push_back(s.block_table.slot(pos, bs));
       batch.seq_ids.push_back(static_cast<int32_t>(i));
+      // Prompt tokens of a >= 2-token prompt take the reference's batched-prompt matmul
+      // order; generated tokens (also when recomputed after preemption) the decode order.
+      batch.gemm_order.push_back(pos < s.prompt_len && s.prompt_len >= 2 ? 1 : 0);
     }
     if (plan[i].needs_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
   }

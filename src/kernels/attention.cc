@@ -13,6 +13,29 @@ inline int64_t token_offset(const KvLayerView& kv, int64_t slot, int head) {
   return (slot * kv.n_kv_heads + head) * kv.head_dim;
 }
 
+// Q·K for the f16 cache as ggml_vec_dot_f16 computes it (ggml-cpu/vec.cpp, AVX-512
+// branch: GGML_F16_STEP 64, EPR 16): 64-value chunks into four 16-lane f32 FMA
+// accumulators, folded (s0+s2)+(s1+s3) then reduced into a double (GGML_F16_VEC_REDUCE);
+// the d % 64 leftovers (all of them for head_dim < 64) are f32 products summed in double
+// (ggml_float). The result is rounded to float.
+inline float dot_f16_q(const float* qh, const uint16_t* kh, int d) {
+  const int np = d & ~63;
+  double sum = 0.0;
+  if (np > 0) {
+    float s[4][16] = {};
+    for (int i = 0; i < np; i += 64)
+      for (int a = 0; a < 4; ++a)
+        for (int j = 0; j < 16; ++j) s[a][j] = std::fma(qh[i + 16 * a + j], fp16_to_fp32(kh[i + 16 * a + j]), s[a][j]);
+    float t[16];
+    for (int j = 0; j < 16; ++j) t[j] = (s[0][j] + s[2][j]) + (s[1][j] + s[3][j]);
+    for (int half = 8; half >= 1; half /= 2)  // _mm512_reduce_add_ps fold order
+      for (int j = 0; j < half; ++j) t[j] += t[j + half];
+    sum = t[0];
+  }
+  for (int i = np; i < d; ++i) sum += static_cast<double>(qh[i] * fp16_to_fp32(kh[i]));
+  return static_cast<float>(sum);
+}
+
 }  // namespace
 
 void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* v) {
@@ -61,10 +84,12 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     for (int i = 0; i < d; ++i) out[i] = acc[i] * inv;
     return;
   }
-  // f16 cache: the numerics of llama.cpp's CPU flash attention (ggml
-  // flash_attn_ext_f16): Q is rounded to f16 for the Q·K dot, and the V accumulator is
-  // kept in f16 (rounded after every scale and multiply-add). Matching them keeps our
-  // log-probabilities within 1e-3 of the reference engine.
+  // f16 cache: the numerics of llama.cpp's CPU flash attention
+  // (ggml_compute_forward_flash_attn_ext_f16_one_chunk, used for prefill and decode when
+  // head_dim is not a multiple of the SIMD width, and for decode below 512 cached keys):
+  // Q is rounded to f16 and dotted with K by ggml_vec_dot_f16 (dot_f16_q), and the V
+  // accumulator is kept in f16 (ggml_vec_scale_f16 / ggml_vec_mad_f16: rounded after
+  // every scale and multiply-add).
   float qh[kMaxHeadDim];
   uint16_t acc[kMaxHeadDim];
   for (int i = 0; i < d; ++i) {
@@ -75,8 +100,7 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
     const auto* kh = static_cast<const uint16_t*>(kv.k) + token_offset(kv, slot, kv_head);
     const auto* vh = static_cast<const uint16_t*>(kv.v) + token_offset(kv, slot, kv_head);
-    float s = 0.f;
-    for (int i = 0; i < d; ++i) s += qh[i] * fp16_to_fp32(kh[i]);
+    float s = dot_f16_q(qh, kh, d);
     s *= scale;
     float ms = 1.f, vs = 1.f;
     if (s > m) {

@@ -17,7 +17,11 @@ void rms_norm(float* out, const float* x, const float* w, int n, float eps);
 /// `neox` = true: pairs (x[i], x[i + rot_dim/2]) — LLAMA_ROPE_TYPE_NEOX (qwen2).
 void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox);
 
-/// SwiGLU gate (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x).
+/// SwiGLU gate (Shazeer 2020) on ONE token row of n = n_ff values:
+/// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x). Mirrors ggml_vec_swiglu_f32:
+/// with AVX-512 the vectorised exp on 16-wide chunks from the row start and expf on the
+/// row's n % 16 tail — so call it per row, never on a flattened [n_tokens][n_ff] array
+/// (that would make a token's numerics depend on its place in the batch).
 void swiglu(float* gate, const float* up, int n);
 
 /// out[i] += x[i].

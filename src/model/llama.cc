@@ -1,4 +1,5 @@
 // Forward pass of the llama family (llama, qwen2) over a mixed prefill/decode batch.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -39,14 +40,30 @@ void add_bias(float* x, const float* b, int n_tokens, int n) {
 void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, float* logits) const {
   const ModelConfig& c = config_;
   const int n = batch.n_tokens();
-  const int E = c.n_embd, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int E = c.n_embd, F = c.n_ff, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int group = c.n_head / c.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Per-token matmul reduction order (see Batch::gemm_order); nullptr = decode order.
+  const uint8_t* order = batch.gemm_order.size() == static_cast<size_t>(n) ? batch.gemm_order.data() : nullptr;
 
-  std::vector<float> x(static_cast<size_t>(n) * E), xn(x.size());
+  const int n_out = static_cast<int>(batch.logits_rows.size());
+  const size_t rows = static_cast<size_t>(std::max(n, n_out));  // the last FFN runs on n_out rows
+  std::vector<float> x(static_cast<size_t>(n) * E), xn(rows * E), xo(static_cast<size_t>(n_out) * E);
   std::vector<float> q(static_cast<size_t>(n) * nq), k(static_cast<size_t>(n) * nkv), v(k.size());
-  std::vector<float> attn(q.size()), proj(x.size());
-  std::vector<float> gate(static_cast<size_t>(n) * c.n_ff), up(gate.size());
+  std::vector<float> attn(q.size()), proj(rows * E);
+  std::vector<float> gate(rows * F), up(gate.size());
+
+  // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
+  auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+    kernels::matmul(L.w_gate, xn.data(), m, gate.data(), ord);
+    kernels::matmul(L.w_up, xn.data(), m, up.data(), ord);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+    kernels::matmul(L.w_down, gate.data(), m, proj.data(), ord);
+    kernels::add_inplace(xs, proj.data(), m * E);
+  };
 
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x.data() + static_cast<size_t>(t) * E);
@@ -58,9 +75,9 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
-    kernels::matmul(L.wq, xn.data(), n, q.data());
-    kernels::matmul(L.wk, xn.data(), n, k.data());
-    kernels::matmul(L.wv, xn.data(), n, v.data());
+    kernels::matmul(L.wq, xn.data(), n, q.data(), order);
+    kernels::matmul(L.wk, xn.data(), n, k.data(), order);
+    kernels::matmul(L.wv, xn.data(), n, v.data(), order);
     add_bias(q.data(), L.bq, n, nq);
     add_bias(k.data(), L.bk, n, nkv);
     add_bias(v.data(), L.bv, n, nkv);
@@ -77,25 +94,26 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
       for (int h = 0; h < c.n_head; ++h)
         kernels::paged_attention_head(&q[size_t(t) * nq + h * hd], cache, h / group, batch.block_tables[batch.seq_ids[t]],
                                       batch.positions[t] + 1, scale, &attn[size_t(t) * nq + h * hd]);
-    kernels::matmul(L.wo, attn.data(), n, proj.data());
+    kernels::matmul(L.wo, attn.data(), n, proj.data(), order);
     kernels::add_inplace(x.data(), proj.data(), n * E);
 
-    // FFN block: x += W_down · (silu(W_gate·n(x)) ⊙ W_up·n(x)).
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
-    kernels::matmul(L.w_gate, xn.data(), n, gate.data());
-    kernels::matmul(L.w_up, xn.data(), n, up.data());
-    kernels::swiglu(gate.data(), up.data(), n * c.n_ff);
-    kernels::matmul(L.w_down, gate.data(), n, proj.data());
-    kernels::add_inplace(x.data(), proj.data(), n * E);
+    if (l + 1 < c.n_layer) {
+      ffn(L, x.data(), n, order);
+    } else {
+      // Last layer: only the logits rows still matter (the K/V of every layer is already
+      // stored), so, like llama.cpp (ggml_get_rows on inp_out_ids before the last FFN),
+      // run the FFN on those rows alone. The reference computes them as a batch of its
+      // output tokens — one token for a prompt — so they take the decode order.
+      for (int i = 0; i < n_out; ++i)
+        std::copy_n(&x[size_t(batch.logits_rows[i]) * E], E, &xo[size_t(i) * E]);
+      if (n_out > 0) ffn(L, xo.data(), n_out, nullptr);
+    }
   }
 
-  const int n_out = static_cast<int>(batch.logits_rows.size());
   if (n_out == 0) return;
   std::vector<float> h(static_cast<size_t>(n_out) * E);
-  for (int i = 0; i < n_out; ++i)
-    kernels::rms_norm(&h[size_t(i) * E], &x[size_t(batch.logits_rows[i]) * E], weights_.output_norm, E, c.rms_eps);
-  kernels::matmul(weights_.output, h.data(), n_out, logits);
+  for (int i = 0; i < n_out; ++i) kernels::rms_norm(&h[size_t(i) * E], &xo[size_t(i) * E], weights_.output_norm, E, c.rms_eps);
+  kernels::matmul(weights_.output, h.data(), n_out, logits, nullptr);  // one output row per prompt: decode order
 }
 
 }  // namespace pdserve::model

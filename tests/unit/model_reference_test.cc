@@ -1,10 +1,12 @@
 // The model alone (no engine): greedy decoding of stories260K through a paged KV cache
 // must reproduce the reference engine's tokens exactly and its top-5 log-probabilities
-// within 1e-3, with the prompt prefilled in one batch and token by token.
+// within 1e-3, with the prompt prefilled in one batch and token by token (f16 KV, as the
+// reference ran); an f32 KV cache must stay close (see its test for the tolerance).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "kernels/ops.h"
 #include "kv/block_pool.h"
@@ -37,7 +39,11 @@ struct Runner {
   }
 
   /// Feeds tokens at positions [pos, pos+n), returns the logits of the last one.
-  std::vector<float> feed(const std::vector<int32_t>& toks, int pos) {
+  /// `prompt_len`: length of the sequence's prompt; tokens at positions < prompt_len of a
+  /// prompt of >= 2 tokens are prompt tokens and take the batched-prompt matmul order
+  /// (model::Batch::gemm_order), exactly as the engine flags them — whether the prompt
+  /// is fed whole or token by token.
+  std::vector<float> feed(const std::vector<int32_t>& toks, int pos, int prompt_len) {
     model::Batch b;
     const int need = (pos + static_cast<int>(toks.size()) + block_size - 1) / block_size;
     if (need > static_cast<int>(table.blocks.size())) pool.allocate(need - table.blocks.size(), table.blocks);
@@ -47,6 +53,7 @@ struct Runner {
       b.positions.push_back(pos + i);
       b.slot_mapping.push_back(table.slot(pos + i, block_size));
       b.seq_ids.push_back(0);
+      b.gemm_order.push_back(pos + static_cast<int>(i) < prompt_len && prompt_len >= 2 ? 1 : 0);
     }
     b.logits_rows.push_back(static_cast<int>(toks.size()) - 1);
     std::vector<float> logits(m->config().n_vocab);
@@ -55,41 +62,82 @@ struct Runner {
   }
 };
 
-void check_case(Runner& r, const testing::ReferenceCase& c, bool prefill_whole) {
+/// How closely a run must follow the reference.
+struct Tolerance {
+  double logprob;      // |our log-prob − reference| for each of the reference's top-5 tokens
+  double argmax_gap;   // assert our argmax == reference token only where the reference's
+                       // top-1 − top-2 log-prob gap exceeds this (0: at every step)
+};
+
+/// Greedy run of one reference case with teacher forcing (the reference's token is fed
+/// back at every step). Returns the largest log-prob error seen; appends every step's
+/// logits to `trace` when given.
+double check_case(Runner& r, const testing::ReferenceCase& c, bool prefill_whole, Tolerance tol,
+                  std::vector<std::vector<float>>* trace = nullptr) {
   std::vector<float> logits;
   int pos = 0;
+  const int prompt_len = static_cast<int>(c.prompt_tokens.size());
   if (prefill_whole) {
-    logits = r.feed(c.prompt_tokens, 0);
-    pos = c.prompt_tokens.size();
+    logits = r.feed(c.prompt_tokens, 0, prompt_len);
+    pos = prompt_len;
   } else {
-    for (int32_t t : c.prompt_tokens) logits = r.feed({t}, pos++);
+    for (int32_t t : c.prompt_tokens) logits = r.feed({t}, pos++, prompt_len);
   }
   const int n_vocab = r.m->config().n_vocab;
   std::vector<float> lp(n_vocab);
+  double max_err = 0.0;
   for (size_t step = 0; step < c.top_logprobs.size(); ++step) {
+    if (trace) trace->push_back(logits);
     kernels::log_softmax(logits.data(), lp.data(), n_vocab);
-    for (auto [id, ref_lp] : c.top_logprobs[step])
-      EXPECT_NEAR(lp[id], ref_lp, 1e-3) << "prompt '" << c.prompt << "' step " << step << " token " << id;
+    const auto& ref = c.top_logprobs[step];
+    for (auto [id, ref_lp] : ref) {
+      max_err = std::max(max_err, static_cast<double>(std::fabs(lp[id] - ref_lp)));
+      EXPECT_NEAR(lp[id], ref_lp, tol.logprob) << "prompt '" << c.prompt << "' step " << step << " token " << id;
+    }
     const int32_t argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
     if (step >= c.tokens.size()) break;
-    ASSERT_EQ(argmax, c.tokens[step]) << "prompt '" << c.prompt << "' step " << step;
-    logits = r.feed({c.tokens[step]}, pos++);
-  }
-}
-
-TEST(ModelReference, Stories260KGreedyMatchesReference) {
-  for (bool whole : {true, false}) {
-    for (const auto& c : testing::load_reference("../shared/reference/stories260K.json")) {
-      Runner r("../shared/models/stories260K.gguf", kernels::KvDtype::F16);
-      check_case(r, c, whole);
+    const bool decisive = ref.size() < 2 || ref[0].second - ref[1].second > tol.argmax_gap;
+    if (decisive) {
+      EXPECT_EQ(argmax, c.tokens[step]) << "prompt '" << c.prompt << "' step " << step;
     }
+    logits = r.feed({c.tokens[step]}, pos++, prompt_len);
+  }
+  return max_err;
+}
+
+// f16 KV, as the reference ran: exact greedy tokens and top-5 log-probs within 1e-3 (in
+// practice ~1e-6, the JSON's print precision), whether the prompt is prefilled in one
+// batch or token by token — and the two modes give bit-identical logits, since prompt
+// tokens take the same matmul order however they are batched (Batch::gemm_order).
+TEST(ModelReference, Stories260KGreedyMatchesReference) {
+  const auto cases = testing::load_reference("../shared/reference/stories260K.json");
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    std::vector<std::vector<float>> whole_trace, split_trace;
+    Runner whole("../shared/models/stories260K.gguf", kernels::KvDtype::F16);
+    const double e_whole = check_case(whole, c, true, {1e-3, 0.0}, &whole_trace);
+    Runner split("../shared/models/stories260K.gguf", kernels::KvDtype::F16);
+    const double e_split = check_case(split, c, false, {1e-3, 0.0}, &split_trace);
+    ASSERT_EQ(whole_trace.size(), split_trace.size());
+    for (size_t i = 0; i < whole_trace.size(); ++i)
+      ASSERT_EQ(whole_trace[i], split_trace[i]) << "prompt '" << c.prompt << "' step " << i << ": whole vs token-by-token prefill";
+    std::printf("[ f16 KV ] '%s': max |logprob err| whole %.3g, token-by-token %.3g\n", c.prompt.c_str(), e_whole, e_split);
   }
 }
 
-TEST(ModelReference, Stories260KF32KvCacheMatchesReference) {
-  for (const auto& c : testing::load_reference("../shared/reference/stories260K.json")) {
+// An f32 KV cache against a reference that ran with an f16 KV cache: K and V rounded to
+// f16 (relative error up to 2^-11) change every attention score and output, so the
+// log-probs cannot agree to 1e-3 by construction (measured max ~0.02). We check them to a
+// looser 0.05 and demand the reference's greedy token only where its top-1/top-2 gap
+// exceeds 0.05 — elsewhere (e.g. 'One day, a bird' step 32, gap 0.001) the f16 rounding
+// alone can flip the argmax. Teacher forcing keeps later steps comparable.
+TEST(ModelReference, Stories260KF32KvCacheCloseToF16Reference) {
+  const auto cases = testing::load_reference("../shared/reference/stories260K.json");
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
     Runner r("../shared/models/stories260K.gguf", kernels::KvDtype::F32);
-    check_case(r, c, true);
+    const double e = check_case(r, c, true, {0.05, 0.05});
+    std::printf("[ f32 KV ] '%s': max |logprob err| %.3g\n", c.prompt.c_str(), e);
   }
 }
 
