@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/parallel.h"
 
 namespace pdserve::kernels {
 
@@ -169,7 +170,7 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
   constexpr int64_t kRowTile = 16;
   constexpr int kTokTile = 8;
   const int64_t n_row_tiles = (w.rows + kRowTile - 1) / kRowTile;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens))
   for (int64_t rt = 0; rt < n_row_tiles; ++rt) {
     const int64_t r0 = rt * kRowTile, r1 = std::min(w.rows, r0 + kRowTile);
     for (int t0 = 0; t0 < n_tokens; t0 += kTokTile) {

@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/parallel.h"
 #include "model/model.h"
 
 namespace pdserve::model {
@@ -55,25 +56,28 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
 
   // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
   auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
     kernels::matmul(L.w_gate, xn.data(), m, gate.data(), ord);
     kernels::matmul(L.w_up, xn.data(), m, up.data(), ord);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
     for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
     kernels::matmul(L.w_down, gate.data(), m, proj.data(), ord);
     kernels::add_inplace(xs, proj.data(), m * E);
   };
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
   for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x.data() + static_cast<size_t>(t) * E);
+
+  int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
+  for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.positions[t] + 1} * nq;
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const kernels::KvLayerView& cache = kv[l];
 
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
     for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
     kernels::matmul(L.wq, xn.data(), n, q.data(), order);
     kernels::matmul(L.wk, xn.data(), n, k.data(), order);
@@ -81,7 +85,7 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
     add_bias(q.data(), L.bq, n, nq);
     add_bias(k.data(), L.bk, n, nkv);
     add_bias(v.data(), L.bv, n, nkv);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
       for (int h = 0; h < c.n_head; ++h)
         kernels::rope(&q[size_t(t) * nq + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
@@ -89,7 +93,7 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
         kernels::rope(&k[size_t(t) * nkv + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
-#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (kernels::worth_parallel(attn_work))
     for (int t = 0; t < n; ++t)
       for (int h = 0; h < c.n_head; ++h)
         kernels::paged_attention_head(&q[size_t(t) * nq + h * hd], cache, h / group, batch.block_tables[batch.seq_ids[t]],
