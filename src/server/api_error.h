@@ -26,8 +26,9 @@ ApiError bad_request(std::string message, std::optional<std::string> param = std
                      std::optional<std::string> code = std::nullopt);
 /// 401 for a missing or wrong API key (code "invalid_api_key").
 ApiError unauthorized(std::string message);
-/// 404 for an unknown model (param "model", code "model_not_found").
-ApiError model_not_found(const std::string& model);
+/// An unknown model (param "model", code "model_not_found"): 400 when a generation request
+/// names it (a bad request field), 404 for GET /v1/models/{id} (a missing resource).
+ApiError model_not_found(const std::string& model, int status);
 /// 404 for an unknown route.
 ApiError route_not_found(const std::string& method, const std::string& path);
 /// 405 for a known route called with the wrong method.

@@ -167,7 +167,7 @@ void HttpServer::Impl::setup_routes() {
   svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     if (id != engine.model_name()) {
-      send_error(res, model_not_found(id));
+      send_error(res, model_not_found(id, 404));
       return;
     }
     send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
