@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake pkg-config git curl ca-certificates
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcurl4-openssl-dev libpcre2-dev libzstd-dev gnuplot-nox
 
 )
 
