@@ -13,6 +13,14 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--max-batched-tokens", cfg.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::PositiveNumber);
   cmd.add_option("--max-seqs", cfg.max_seqs, "running sequences per step")->default_val(64)->check(CLI::PositiveNumber);
   cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--no-prefix-cache{false}", cfg.prefix_cache, "turn the radix prefix cache off");
+  cmd.add_option("--eviction", cfg.eviction, "prefix-cache eviction: lru or lfu")->default_val("lru")->check(CLI::IsMember({"lru", "lfu"}));
+  cmd.add_option("--long-prefill-threshold", cfg.long_prefill_threshold,
+                 "max prompt tokens of one request per step (0 = the whole budget)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--scheduling-policy", cfg.scheduling_policy, "fcfs or priority (request field 'priority', lower first)")
+      ->default_val("fcfs")->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace pdserve::cli

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -16,22 +17,54 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache.h"
+#include "kv/radix_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::engine {
 
+Result<std::vector<std::shared_ptr<RequestStream>>> Engine::submit_group(std::vector<int32_t> prompt,
+                                                                         const SamplingParams& params,
+                                                                         const RequestOptions& opts) {
+  std::vector<std::shared_ptr<RequestStream>> out;
+  for (int k = 0; k < opts.n; ++k) {
+    SamplingParams p = params;
+    if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(k);
+    auto r = submit(prompt, p);
+    if (!r.ok()) {
+      for (auto& s : out) s->abort();
+      return r.status();
+    }
+    out.push_back(std::move(r.value()));
+  }
+  return out;
+}
+
+MetricsSnapshot Engine::metrics() const {
+  MetricsSnapshot m;
+  EngineStats s = stats();
+  m.requests_running = s.requests_running;
+  m.requests_waiting = s.requests_waiting;
+  m.kv_blocks_total = s.kv_blocks_total;
+  m.kv_blocks_used = s.kv_blocks_used;
+  m.kv_blocks_cached = s.kv_blocks_cached;
+  m.kv_blocks_free = s.kv_blocks_free;
+  return m;
+}
+
 namespace {
 
 constexpr int64_t kDefaultKvBudgetBytes = 512ll << 20;
 
+uint64_t random_seed() { return std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32); }
+
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m,
-             std::unique_ptr<tokenizer::Tokenizer> tok, const kv::KvCacheShape& shape, int n_ctx)
-      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
-        pool_(shape.num_blocks), cache_(shape),
-        sched_({cfg.max_batched_tokens, cfg.max_seqs, shape.block_size}, pool_) {
+  EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
+             const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
+      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
+        cache_(shape), radix_(pool_, shape.block_size, eviction),
+        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr) {
     name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
     stats_blocks_total_ = shape.num_blocks;
     stats_blocks_free_ = shape.num_blocks;
@@ -39,21 +72,32 @@ class EngineImpl final : public Engine {
   }
   ~EngineImpl() override { shutdown(); }
 
-  Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt, const SamplingParams& params) override;
+  Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt, const SamplingParams& params) override {
+    auto r = submit_group(std::move(prompt), params, RequestOptions{});
+    if (!r.ok()) return r.status();
+    return r.value()[0];
+  }
+  Result<std::vector<std::shared_ptr<RequestStream>>> submit_group(std::vector<int32_t> prompt, const SamplingParams& params,
+                                                                   const RequestOptions& opts) override;
   const tokenizer::Tokenizer& tokenizer() const override { return *tok_; }
   const std::string& model_name() const override { return name_; }
   int context_length() const override { return n_ctx_; }
   EngineStats stats() const override;
+  MetricsSnapshot metrics() const override;
   void shutdown() override;
 
  private:
   void run();
   void step();
   void admit_inbox();
-  void reap_aborted();
+  void reap();
+  /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives
+  /// each its first token sampled from `logits`.
+  void fork_choices(Sequence& parent, const float* logits);
   /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
   bool process_token(Sequence& s, int32_t token, const float* logits);
   void finish(Sequence* s, FinishReason reason, StreamDelta delta);
+  void end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated);
   void publish_stats();
 
   EngineConfig cfg_;
@@ -63,7 +107,9 @@ class EngineImpl final : public Engine {
   int n_ctx_;
   kv::BlockPool pool_;
   kv::KvCache cache_;
+  kv::RadixCache radix_;
   Scheduler sched_;  // engine thread only
+  EngineMetrics metrics_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -72,34 +118,53 @@ class EngineImpl final : public Engine {
   std::thread loop_;
   std::atomic<int64_t> next_id_{1};
 
-  std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_free_{0};
-  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0};
-  std::atomic<int64_t> stats_prompt_tokens_{0}, stats_gen_tokens_{0};
+  std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
+  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0};
   std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
 };
 
-Result<std::shared_ptr<RequestStream>> EngineImpl::submit(std::vector<int32_t> prompt, const SamplingParams& params) {
+Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std::vector<int32_t> prompt,
+                                                                             const SamplingParams& params,
+                                                                             const RequestOptions& opts) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
+  if (opts.n < 1) return Status::Error("n must be at least 1");
   for (int32_t t : prompt)
     if (t < 0 || t >= model_->config().n_vocab)
-      return Status::Error("token id " + std::to_string(t) + " is outside the vocabulary (size " + std::to_string(model_->config().n_vocab) + ")");
+      return Status::Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                           std::to_string(model_->config().n_vocab) + ")");
   const int n = static_cast<int>(prompt.size());
   if (n >= n_ctx_)
-    return Status::Error("the prompt has " + std::to_string(n) + " tokens but the context length is " + std::to_string(n_ctx_) +
-                         "; at most " + std::to_string(n_ctx_ - 1) + " prompt tokens leave room for generation");
+    return Status::Error("the prompt has " + std::to_string(n) + " tokens but the context length is " +
+                         std::to_string(n_ctx_) + "; at most " + std::to_string(n_ctx_ - 1) +
+                         " prompt tokens leave room for generation");
   int max_len = n_ctx_;
   if (params.max_tokens > 0) max_len = static_cast<int>(std::min<int64_t>(n_ctx_, int64_t{n} + params.max_tokens));
-  const int64_t blocks = (max_len + cache_.shape().block_size - 1) / cache_.shape().block_size;
+  const int bs = cache_.shape().block_size;
+  const int64_t blocks = (max_len + bs - 1) / bs;
   if (blocks > pool_.num_blocks())
-    return Status::Error("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" + std::to_string(blocks) +
-                         " blocks) but the pool has only " + std::to_string(pool_.num_blocks()) + " blocks; lower max_tokens or the prompt");
+    return Status::Error("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
+                         std::to_string(blocks) + " blocks) but the pool has only " +
+                         std::to_string(pool_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
+  const double now = now_seconds();
+  auto group = std::make_shared<RequestGroup>();
+  group->n = group->unfinished = opts.n;
+  group->arrival_time = now;
+  group->prompt_len = n;
+  std::vector<std::shared_ptr<RequestStream>> streams;
   const int64_t id = next_id_++;
-  auto stream = std::make_shared<RequestStream>(std::to_string(id));
-  uint64_t seed = params.seed ? *params.seed : std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, stream, *tok_, seed);
+  const uint64_t base_seed = params.seed ? *params.seed : random_seed();
+  for (int k = 0; k < opts.n; ++k) {
+    streams.push_back(std::make_shared<RequestStream>(std::to_string(id) + "-" + std::to_string(k)));
+    if (k > 0) group->pending_forks.emplace_back(streams.back(), params.seed ? base_seed + k : random_seed());
+  }
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, streams[0], *tok_, base_seed);
+  seq->group = group;
   seq->max_len = max_len;
-  seq->arrival_time = now_seconds();
+  seq->arrival_time = now;
+  seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
+  seq->priority = opts.priority;
+  seq->cache_ns = opts.cache_salt.empty() ? 0 : std::hash<std::string>{}("salt:" + opts.cache_salt) | 1;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return Status::Error("the engine is shutting down");
@@ -107,25 +172,40 @@ Result<std::shared_ptr<RequestStream>> EngineImpl::submit(std::vector<int32_t> p
     pending_++;
   }
   cv_.notify_one();
-  return stream;
+  return streams;
 }
 
 EngineStats EngineImpl::stats() const {
   EngineStats s;
   s.kv_blocks_total = stats_blocks_total_;
   s.kv_blocks_used = stats_blocks_used_;
+  s.kv_blocks_cached = stats_blocks_cached_;
   s.kv_blocks_free = stats_blocks_free_;
   s.requests_running = stats_running_;
   s.requests_waiting = stats_waiting_ + pending_;
-  s.prompt_tokens_total = stats_prompt_tokens_;
-  s.generation_tokens_total = stats_gen_tokens_;
+  MetricsSnapshot m;
+  metrics_.fill(m);
+  s.prompt_tokens_total = m.prompt_tokens;
+  s.generation_tokens_total = m.generation_tokens;
   return s;
+}
+
+MetricsSnapshot EngineImpl::metrics() const {
+  MetricsSnapshot m;
+  metrics_.fill(m);
+  m.requests_running = stats_running_;
+  m.requests_waiting = stats_waiting_ + pending_;
+  m.kv_blocks_total = stats_blocks_total_;
+  m.kv_blocks_used = stats_blocks_used_;
+  m.kv_blocks_cached = stats_blocks_cached_;
+  m.kv_blocks_free = stats_blocks_free_;
+  m.preemptions = stats_preemptions_;
+  return m;
 }
 
 void EngineImpl::shutdown() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stop_ && !loop_.joinable()) return;
     stop_ = true;
   }
   cv_.notify_all();
@@ -139,37 +219,74 @@ void EngineImpl::admit_inbox() {
     in.swap(inbox_);
     pending_ -= static_cast<int64_t>(in.size());
   }
-  for (auto& s : in) {
-    stats_prompt_tokens_ += s->prompt_len;
-    sched_.add(std::move(s));
+  for (auto& s : in) sched_.add(std::move(s));
+}
+
+void EngineImpl::end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated) {
+  const double now = now_seconds();
+  g.generated += generated;
+  if (choice_index == 0) {
+    g.first_choice_finish = reason;
+    g.first_choice_tokens = generated;
+    g.first_choice_end = now;
   }
+  if (--g.unfinished > 0) return;
+  const double first_token = g.first_token_time;
+  const bool has_tpot = first_token >= 0 && g.first_choice_tokens > 1;
+  metrics_.record_request(finish_reason_name(g.first_choice_finish),
+                          (g.first_scheduled_time >= 0 ? g.first_scheduled_time : now) - g.arrival_time,
+                          first_token >= 0 ? first_token - g.arrival_time : -1,
+                          has_tpot ? (g.first_choice_end - first_token) / (g.first_choice_tokens - 1) : 0, has_tpot,
+                          now - g.arrival_time, g.prompt_len, g.generated);
 }
 
 void EngineImpl::finish(Sequence* s, FinishReason reason, StreamDelta delta) {
   std::unique_ptr<Sequence> owned = sched_.finish(s);
+  RequestGroup& g = *s->group;
+  if (s->choice_index == 0 && !g.pending_forks.empty()) {
+    // Choice 0 ended before it could fork the others: they end the same way.
+    for (auto& [stream, seed] : g.pending_forks) {
+      StreamDelta d;
+      d.finish = reason == FinishReason::Error ? FinishReason::Error : FinishReason::Abort;
+      d.error = delta.error;
+      d.prompt_tokens = s->prompt_len;
+      end_choice(g, -1, d.finish, 0);
+      stream->push(std::move(d));
+    }
+    g.pending_forks.clear();
+  }
   delta.finish = reason;
   delta.prompt_tokens = s->prompt_len;
   delta.completion_tokens = s->num_generated();
+  delta.cached_tokens = std::max(0, s->cached_tokens);
+  end_choice(g, s->choice_index, reason, s->num_generated());  // metrics first: a client may read them at once
   s->stream->push(std::move(delta));
 }
 
-void EngineImpl::reap_aborted() {
-  std::vector<Sequence*> dead;
+void EngineImpl::reap() {
+  const double now = now_seconds();
+  std::vector<std::pair<Sequence*, bool>> dead;  // (seq, timed out)
   sched_.for_each([&](Sequence* s) {
-    if (s->stream->aborted()) dead.push_back(s);
+    if (s->stream->aborted()) dead.emplace_back(s, false);
+    else if (s->deadline > 0 && now > s->deadline) dead.emplace_back(s, true);
   });
-  for (Sequence* s : dead) finish(s, FinishReason::Abort, {});
+  for (auto [s, timed_out] : dead) {
+    StreamDelta d;
+    if (timed_out) d.error = "the request ran longer than --request-timeout (" + std::to_string(cfg_.request_timeout_s) + " s)";
+    finish(s, timed_out ? FinishReason::Error : FinishReason::Abort, std::move(d));
+  }
 }
 
 bool EngineImpl::process_token(Sequence& s, int32_t token, const float* logits) {
   const int n_vocab = model_->config().n_vocab;
+  if (s.group->first_token_time < 0) s.group->first_token_time = now_seconds();
   StreamDelta d;
   s.tokens.push_back(token);
-  stats_gen_tokens_++;
   d.tokens.push_back(token);
   if (s.params.top_logprobs >= 0) d.logprobs.push_back(token_logprobs(logits, n_vocab, token, s.params.top_logprobs));
   d.prompt_tokens = s.prompt_len;
   d.completion_tokens = s.num_generated();
+  d.cached_tokens = std::max(0, s.cached_tokens);
 
   FinishReason reason = FinishReason::None;
   if (!s.params.ignore_eos && tok_->is_eog(token)) {
@@ -188,13 +305,57 @@ bool EngineImpl::process_token(Sequence& s, int32_t token, const float* logits) 
   return true;
 }
 
+void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
+  RequestGroup& g = *parent.group;
+  auto forks = std::move(g.pending_forks);
+  g.pending_forks.clear();
+  const int bs = cache_.shape().block_size;
+  const int full = parent.prompt_len / bs;
+  const bool partial = parent.prompt_len % bs != 0;
+  for (size_t k = 0; k < forks.size(); ++k) {
+    auto& [stream, seed] = forks[k];
+    auto sib = std::make_unique<Sequence>(parent.id, std::vector<int32_t>(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len),
+                                          parent.params, stream, *tok_, seed);
+    sib->group = parent.group;
+    sib->choice_index = static_cast<int>(k) + 1;
+    sib->max_len = parent.max_len;
+    sib->arrival_time = parent.arrival_time;
+    sib->deadline = parent.deadline;
+    sib->priority = parent.priority;
+    sib->cache_ns = parent.cache_ns;
+    sib->cached_tokens = parent.cached_tokens;
+    std::vector<int32_t> copy;
+    if (partial && !sched_.allocate(1, copy)) {
+      sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)
+      continue;
+    }
+    // Share the full prompt blocks; copy the partial last one before anyone writes to it.
+    for (int b = 0; b < full; ++b) {
+      pool_.incref(parent.block_table.blocks[b]);
+      sib->block_table.blocks.push_back(parent.block_table.blocks[b]);
+    }
+    if (partial) {
+      cache_.copy_block(parent.block_table.blocks[full], copy[0]);
+      sib->block_table.blocks.push_back(copy[0]);
+    }
+    sib->num_computed = parent.prompt_len;
+    sib->cache_node = parent.cache_node;
+    sib->num_inserted = parent.num_inserted;
+    Sequence* raw = sib.get();
+    sched_.add_running(std::move(sib));
+    process_token(*raw, sample_token(logits, model_->config().n_vocab, raw->params, raw->rng), logits);
+  }
+}
+
 void EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
   if (plan.empty()) return;
   const int bs = cache_.shape().block_size;
+  const double now = now_seconds();
   model::Batch batch;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
+    if (s.group->first_scheduled_time < 0) s.group->first_scheduled_time = now;
     batch.block_tables.push_back(s.block_table.blocks.data());
     for (int j = 0; j < plan[i].n_tokens; ++j) {
       const int pos = s.num_computed + j;
@@ -216,30 +377,40 @@ void EngineImpl::step() {
   for (const ScheduledSeq& p : plan) {
     Sequence& s = *p.seq;
     s.num_computed += p.n_tokens;
+    sched_.on_computed(s);
     if (!p.needs_logits) continue;
     const float* l = logits.data() + row++ * n_vocab;
+    if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, l);
     process_token(s, sample_token(l, n_vocab, s.params, s.rng), l);
   }
 }
 
 void EngineImpl::publish_stats() {
   stats_blocks_used_ = pool_.num_used();
+  stats_blocks_cached_ = pool_.num_cached();
   stats_blocks_free_ = pool_.num_free();
   stats_running_ = static_cast<int64_t>(sched_.num_running());
   stats_waiting_ = static_cast<int64_t>(sched_.num_waiting());
+  stats_preemptions_ = sched_.num_preemptions();
 }
 
 void EngineImpl::run() {
   omp_set_num_threads(cfg_.threads > 0 ? cfg_.threads : omp_get_num_procs());
+  int64_t reported_queries = 0, reported_hits = 0;
   while (true) {
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || sched_.num_running() + sched_.num_waiting() > 0; });
+      // Wake for new requests; poll while requests exist (aborts, timeouts).
+      cv_.wait_for(lk, std::chrono::milliseconds(50),
+                   [&] { return stop_ || !inbox_.empty() || sched_.num_running() + sched_.num_waiting() > 0; });
       if (stop_) break;
     }
     admit_inbox();
-    reap_aborted();
+    reap();
     step();
+    metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries, sched_.prefix_hits() - reported_hits);
+    reported_queries = sched_.prefix_queries();
+    reported_hits = sched_.prefix_hits();
     publish_stats();
   }
   // Shutdown: every outstanding request ends with Abort and frees its blocks.
@@ -260,9 +431,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   const model::ModelConfig& mc = m.value()->config();
   auto dtype = kv::parse_kv_dtype(cfg.kv_dtype);
   if (!dtype.ok()) return dtype.status();
+  auto eviction = kv::parse_eviction_policy(cfg.eviction);
+  if (!eviction.ok()) return eviction.status();
   if (cfg.block_size < 1 || cfg.block_size > 1024) return Status::Error("--block-size must be in [1, 1024]");
   if (cfg.max_batched_tokens < 1) return Status::Error("--max-batched-tokens must be >= 1");
   if (cfg.max_seqs < 1) return Status::Error("--max-seqs must be >= 1");
+  if (cfg.scheduling_policy != "fcfs" && cfg.scheduling_policy != "priority")
+    return Status::Error("unknown scheduling policy '" + cfg.scheduling_policy + "' (use fcfs or priority)");
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
 
   kv::KvCacheShape shape;
@@ -279,11 +454,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
     num_blocks = std::max(blocks_per_ctx, std::min<int64_t>(blocks_per_ctx * cfg.max_seqs, kDefaultKvBudgetBytes / per_block));
   if (num_blocks < 1) return Status::Error("the KV cache must hold at least one block (" + std::to_string(per_block) + " bytes)");
   shape.num_blocks = static_cast<int32_t>(num_blocks);
+
+  SchedulerConfig sc;
+  sc.max_batched_tokens = cfg.max_batched_tokens;
+  sc.max_seqs = cfg.max_seqs;
+  sc.block_size = cfg.block_size;
+  sc.long_prefill_threshold = cfg.long_prefill_threshold;
+  sc.policy = cfg.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+
   PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}", cfg.model_path, mc.n_layer,
                mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx);
-  PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {})", shape.num_blocks, shape.block_size,
-               num_blocks * per_block >> 20, cfg.kv_dtype);
-  return std::unique_ptr<Engine>(new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx));
+  PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
+               num_blocks * per_block >> 20, cfg.kv_dtype, cfg.prefix_cache ? "on (" + cfg.eviction + ")" : std::string("off"));
+  return std::unique_ptr<Engine>(
+      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, eviction.value()));
 }
 
 }  // namespace pdserve::engine

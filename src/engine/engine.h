@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/metrics.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
 
@@ -29,12 +30,25 @@ struct EngineConfig {
   int max_batched_tokens = 2048;   // token budget per step
   int max_seqs = 64;               // running sequences per step
   int ctx_size = 0;                // 0 ⇒ the model's context_length
+  bool prefix_cache = true;        // radix prefix cache (--no-prefix-cache turns it off)
+  std::string eviction = "lru";    // lru | lfu
+  int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
+  std::string scheduling_policy = "fcfs";  // fcfs | priority
+  double request_timeout_s = 0;    // abort requests running longer (0 = never)
+};
+
+/// Per-request options beyond sampling.
+struct RequestOptions {
+  int n = 1;               // choices; they share the prompt's KV blocks
+  int priority = 0;        // lower is served first under --scheduling-policy priority
+  std::string cache_salt;  // separates prefix-cache namespaces (e.g. per tenant)
 };
 
 /// Point-in-time counters, safe to read from any thread.
 struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;   // ref count > 0
+  int64_t kv_blocks_cached = 0; // held only by the prefix cache (reusable, evictable)
   int64_t kv_blocks_free = 0;
   int64_t requests_running = 0;
   int64_t requests_waiting = 0;
@@ -54,11 +68,22 @@ class Engine {
   virtual Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt,
                                                         const SamplingParams& params) = 0;
 
+  /// Enqueues a request with `opts.n` choices (one stream each, in choice order). Choice
+  /// k of a request with seed s produces exactly what a one-choice request with seed
+  /// s + k produces. The default implementation submits the choices separately (no
+  /// block sharing, no priority or cache salt); the real engine shares the prompt's
+  /// blocks between choices (copy-on-write of the last partial block).
+  virtual Result<std::vector<std::shared_ptr<RequestStream>>> submit_group(std::vector<int32_t> prompt,
+                                                                           const SamplingParams& params,
+                                                                           const RequestOptions& opts);
+
   virtual const tokenizer::Tokenizer& tokenizer() const = 0;
   virtual const std::string& model_name() const = 0;
   /// Context length in tokens (prompt + generated).
   virtual int context_length() const = 0;
   virtual EngineStats stats() const = 0;
+  /// Counters and histograms for /metrics (the default: stats() only).
+  virtual MetricsSnapshot metrics() const;
   /// Stops the step loop; outstanding requests finish with FinishReason::Abort.
   virtual void shutdown() = 0;
 };

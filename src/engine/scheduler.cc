@@ -4,11 +4,45 @@
 
 namespace pdserve::engine {
 
-bool Scheduler::ensure_blocks(Sequence& s, int n_tokens) {
+bool Scheduler::before(const Sequence& a, const Sequence& b) const {
+  if (cfg_.policy == SchedulingPolicy::kPriority && a.priority != b.priority) return a.priority < b.priority;
+  if (a.arrival_time != b.arrival_time) return a.arrival_time < b.arrival_time;
+  return a.id < b.id;
+}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                              [&](const auto& a, const auto& b) { return before(*a, *b); });
+  waiting_.insert(pos, std::move(seq));
+}
+
+bool Scheduler::allocate(int n, std::vector<int32_t>& out) {
+  if (n > pool_.num_free() && cache_) {
+    // Evict a little more than needed so eviction (a tree walk) is not paid every step.
+    const int want = n - pool_.num_free() + pool_.num_blocks() / 64;
+    cache_->evict(want);
+  }
+  return pool_.allocate(n, out);
+}
+
+bool Scheduler::ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan) {
   const int need = (s.num_computed + n_tokens + cfg_.block_size - 1) / cfg_.block_size;
   const int have = static_cast<int>(s.block_table.blocks.size());
   if (need <= have) return true;
-  return pool_.allocate(need - have, s.block_table.blocks);
+  while (!allocate(need - have, s.block_table.blocks)) {
+    // Preempt the worst running sequence that is not yet in this step's plan.
+    auto victim = running_.end();
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      const Sequence* c = it->get();
+      if (std::any_of(plan.begin(), plan.end(), [&](const ScheduledSeq& p) { return p.seq == c; })) continue;
+      if (victim == running_.end() || before(**victim, *c)) victim = it;
+    }
+    if (victim == running_.end()) return false;
+    const bool self = victim->get() == &s;
+    preempt(victim);
+    if (self) return false;
+  }
+  return true;
 }
 
 void Scheduler::free_blocks(Sequence& s) {
@@ -16,42 +50,76 @@ void Scheduler::free_blocks(Sequence& s) {
   for (auto it = b.rbegin(); it != b.rend(); ++it) pool_.decref(*it);
   b.clear();
   s.num_computed = 0;
+  s.num_inserted = 0;
+  s.cache_node = nullptr;
 }
 
 void Scheduler::preempt(std::list<std::unique_ptr<Sequence>>::iterator it) {
   free_blocks(**it);
   (*it)->num_preemptions++;
   num_preemptions_++;
-  waiting_.push_front(std::move(*it));
+  add(std::move(*it));
   running_.erase(it);
+}
+
+int Scheduler::chunk(const Sequence& s, int budget) const {
+  int n = std::min(s.num_uncomputed(), budget);
+  if (cfg_.long_prefill_threshold > 0 && n > 1) n = std::min(n, cfg_.long_prefill_threshold);
+  return n;
+}
+
+bool Scheduler::admit(Sequence& s, int budget, int& n_out) {
+  if (cache_ && s.block_table.blocks.empty()) {
+    // Reuse the longest cached prefix, but always compute at least one prompt token (the
+    // last one's logits are needed).
+    const int max_blocks = (static_cast<int>(s.tokens.size()) - 1) / cfg_.block_size;
+    s.cache_node = cache_->match_prefix(s.cache_ns, s.tokens.data(), max_blocks, s.block_table.blocks);
+    s.num_inserted = static_cast<int>(s.block_table.blocks.size());
+    s.num_computed = s.num_inserted * cfg_.block_size;
+  }
+  n_out = chunk(s, budget);
+  const int need = (s.num_computed + n_out + cfg_.block_size - 1) / cfg_.block_size;
+  const int have = static_cast<int>(s.block_table.blocks.size());
+  if (need > have && !allocate(need - have, s.block_table.blocks)) {
+    free_blocks(s);  // give back the prefix-cache hits; they stay cached
+    return false;
+  }
+  if (s.cached_tokens < 0) {  // first admission: account the prefix-cache lookup
+    s.cached_tokens = s.num_computed;
+    if (cache_) {
+      prefix_queries_ += s.prompt_len;
+      prefix_hits_ += s.num_computed;
+    }
+  }
+  return true;
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule() {
   std::vector<ScheduledSeq> plan;
   int budget = cfg_.max_batched_tokens;
 
-  for (auto it = running_.begin(); it != running_.end() && budget > 0;) {
-    Sequence& s = **it;
-    const int n = std::min(s.num_uncomputed(), budget);
-    bool ok = ensure_blocks(s, n);
-    while (!ok) {
-      // Out of blocks: preempt the newest running sequence not yet in the plan.
-      auto victim = std::prev(running_.end());
-      const bool self = victim == it;
-      preempt(victim);
-      if (self) break;
-      ok = ensure_blocks(s, n);
+  std::vector<Sequence*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  std::stable_sort(order.begin(), order.end(), [&](Sequence* a, Sequence* b) { return before(*a, *b); });
+  auto still_running = [&](Sequence* s) {
+    return std::any_of(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == s; });
+  };
+  for (int phase = 0; phase < 2; ++phase) {  // 0: decodes, 1: prefill chunks
+    for (Sequence* s : order) {
+      if (budget <= 0) break;
+      const bool decode = s->num_uncomputed() == 1;
+      if (decode != (phase == 0) || !still_running(s)) continue;
+      const int n = chunk(*s, budget);
+      if (!ensure_blocks(*s, n, plan)) continue;  // `s` was preempted
+      plan.push_back({s, n, s->num_computed + n == static_cast<int>(s->tokens.size())});
+      budget -= n;
     }
-    if (!ok) break;  // `s` itself was preempted; it was the newest
-    plan.push_back({&s, n, s.num_computed + n == static_cast<int>(s.tokens.size())});
-    budget -= n;
-    ++it;
   }
 
   while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_seqs) {
     Sequence& s = *waiting_.front();
-    const int n = std::min(s.num_uncomputed(), budget);
-    if (!ensure_blocks(s, n)) break;
+    int n = 0;
+    if (!admit(s, budget, n)) break;
     plan.push_back({&s, n, s.num_computed + n == static_cast<int>(s.tokens.size())});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
@@ -60,28 +128,37 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   return plan;
 }
 
-std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
-  for (auto it = running_.begin(); it != running_.end(); ++it) {
-    if (it->get() == seq) {
-      free_blocks(*seq);
-      std::unique_ptr<Sequence> out = std::move(*it);
-      running_.erase(it);
-      return out;
-    }
-  }
-  return remove_waiting(seq);
+void Scheduler::on_computed(Sequence& s) {
+  if (!cache_ || !s.cache_node) return;
+  // Only blocks made entirely of prompt tokens are shared: they are computed the same way
+  // (prompt role, see model::Batch::gemm_order) whichever request computes them.
+  const int full = std::min(s.num_computed, s.prompt_len) / cfg_.block_size;
+  for (int b = s.num_inserted; b < full; ++b)
+    s.cache_node = cache_->insert(s.cache_node, s.tokens.data() + static_cast<int64_t>(b) * cfg_.block_size,
+                                  &s.block_table.blocks[b]);
+  s.num_inserted = std::max(s.num_inserted, full);
 }
 
-std::unique_ptr<Sequence> Scheduler::remove_waiting(Sequence* seq) {
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
+  std::unique_ptr<Sequence> out;
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() == seq) {
-      free_blocks(*seq);
-      std::unique_ptr<Sequence> out = std::move(*it);
-      waiting_.erase(it);
-      return out;
+      out = std::move(*it);
+      running_.erase(it);
+      break;
     }
   }
-  return nullptr;
+  if (!out) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if (it->get() == seq) {
+        out = std::move(*it);
+        waiting_.erase(it);
+        break;
+      }
+    }
+  }
+  if (out) free_blocks(*out);
+  return out;
 }
 
 }  // namespace pdserve::engine

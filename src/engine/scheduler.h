@@ -1,7 +1,8 @@
-// Scheduler: picks which sequences run in the next step and how many tokens each,
-// under a token budget (continuous batching with chunked prefill, vLLM-style), and
-// allocates their KV blocks, preempting (recompute) the newest sequence when blocks
-// run out.
+// Scheduler: picks which sequences run in the next step and how many tokens each, under
+// a token budget (continuous batching with chunked prefill, as vLLM v1), and manages
+// their KV blocks: prefix-cache matching at admission, insertion of full prompt blocks
+// as soon as they are computed, eviction of unreferenced cached blocks, and preemption
+// by recompute when blocks run out.
 #pragma once
 
 #include <deque>
@@ -11,13 +12,18 @@
 
 #include "engine/sequence.h"
 #include "kv/block_pool.h"
+#include "kv/radix_cache.h"
 
 namespace pdserve::engine {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
 
 struct SchedulerConfig {
   int max_batched_tokens = 2048;  // token budget per step
   int max_seqs = 64;              // running sequences at most
   int block_size = 16;
+  int long_prefill_threshold = 0;  // max prompt tokens of one sequence per step (0 = budget)
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
 };
 
 /// A sequence's share of one step: run tokens [num_computed, num_computed + n_tokens).
@@ -29,18 +35,28 @@ struct ScheduledSeq {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& cfg, kv::BlockPool& pool) : cfg_(cfg), pool_(pool) {}
+  /// `cache` may be null (prefix caching off).
+  Scheduler(const SchedulerConfig& cfg, kv::BlockPool& pool, kv::RadixCache* cache)
+      : cfg_(cfg), pool_(pool), cache_(cache) {}
 
-  void add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+  void add(std::unique_ptr<Sequence> seq);
+  /// Adds a sequence that already holds blocks straight to the running set (a fork).
+  void add_running(std::unique_ptr<Sequence> seq) { running_.push_back(std::move(seq)); }
 
-  /// Plans one step. Running sequences go first, oldest first (decodes and unfinished
-  /// prefill chunks), then waiting ones are admitted in FCFS order while the budget,
-  /// max_seqs and free blocks allow. A running sequence that cannot get a block
-  /// preempts the newest running sequence (its blocks are freed and it re-enters the
-  /// waiting queue at the front, to be recomputed from prompt + generated tokens).
+  /// Plans one step. Decodes go first (one token each, so long prompts never starve
+  /// them), then unfinished prefill chunks, then waiting sequences are admitted (FCFS, or
+  /// by priority then arrival) while the budget, max_seqs and blocks allow. A sequence
+  /// that cannot get a block preempts the lowest-priority, latest-arriving running
+  /// sequence not yet in the plan (its blocks are freed; it is recomputed later).
   std::vector<ScheduledSeq> schedule();
 
-  /// Frees the blocks of `seq` (tail first) and removes it from the running list.
+  /// After a forward pass: gives the radix cache the prompt blocks `seq` has filled.
+  void on_computed(Sequence& seq);
+
+  /// Allocates `n` blocks (evicting unreferenced cached blocks if needed).
+  bool allocate(int n, std::vector<int32_t>& out);
+
+  /// Frees the blocks of `seq` (tail first) and removes it from the scheduler.
   std::unique_ptr<Sequence> finish(Sequence* seq);
 
   /// Visits every sequence, running and waiting.
@@ -49,23 +65,29 @@ class Scheduler {
     for (auto& s : running_) f(s.get());
     for (auto& s : waiting_) f(s.get());
   }
-  /// Removes a waiting sequence (abort before it ran).
-  std::unique_ptr<Sequence> remove_waiting(Sequence* seq);
 
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  /// Prefix-cache lookups at first admission, in tokens.
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
 
  private:
-  bool ensure_blocks(Sequence& s, int n_tokens);
+  bool before(const Sequence& a, const Sequence& b) const;  // scheduling order
+  bool ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan);
+  bool admit(Sequence& s, int budget, int& n_out);
+  int chunk(const Sequence& s, int budget) const;
   void free_blocks(Sequence& s);
   void preempt(std::list<std::unique_ptr<Sequence>>::iterator it);
 
   SchedulerConfig cfg_;
   kv::BlockPool& pool_;
-  std::list<std::unique_ptr<Sequence>> running_;   // arrival order, oldest first
-  std::deque<std::unique_ptr<Sequence>> waiting_;
+  kv::RadixCache* cache_;
+  std::list<std::unique_ptr<Sequence>> running_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // kept in scheduling order
   int64_t num_preemptions_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace pdserve::engine

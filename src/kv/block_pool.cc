@@ -5,7 +5,7 @@
 namespace pdserve::kv {
 
 BlockPool::BlockPool(int32_t num_blocks)
-    : ref_(num_blocks, 0), prev_(num_blocks, -1), next_(num_blocks, -1) {
+    : ref_(num_blocks, 0), cached_(num_blocks, 0), prev_(num_blocks, -1), next_(num_blocks, -1) {
   for (int32_t b = 0; b < num_blocks; ++b) push_free(b);
 }
 
@@ -37,13 +37,26 @@ bool BlockPool::allocate(int32_t n, std::vector<int32_t>& out) {
 }
 
 void BlockPool::incref(int32_t block) {
-  assert(ref_[block] > 0);
-  ++ref_[block];
+  assert(ref_[block] > 0 || cached_[block]);
+  if (ref_[block]++ == 0) --num_cached_;
 }
 
 void BlockPool::decref(int32_t block) {
   assert(ref_[block] > 0);
-  if (--ref_[block] == 0) push_free(block);
+  if (--ref_[block] > 0) return;
+  if (cached_[block]) ++num_cached_; else push_free(block);
+}
+
+void BlockPool::set_cached(int32_t block) {
+  assert(ref_[block] > 0 && !cached_[block]);
+  cached_[block] = 1;
+}
+
+void BlockPool::release_cached(int32_t block) {
+  assert(cached_[block] && ref_[block] == 0);
+  cached_[block] = 0;
+  --num_cached_;
+  push_free(block);
 }
 
 }  // namespace pdserve::kv

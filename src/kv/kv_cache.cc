@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include <cstring>
+
 namespace pdserve::kv {
 
 int64_t KvCacheShape::bytes_per_block() const {
@@ -26,6 +28,14 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
     view.n_kv_heads = shape.n_kv_heads;
     view.head_dim = shape.head_dim;
     views_.push_back(view);
+  }
+}
+
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  const int64_t bytes = shape_.bytes_per_block() / 2 / shape_.n_layers;
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    std::memcpy(k_[l].get() + dst * bytes, k_[l].get() + src * bytes, bytes);
+    std::memcpy(v_[l].get() + dst * bytes, v_[l].get() + src * bytes, bytes);
   }
 }
 

@@ -32,6 +32,9 @@ class KvCache {
   /// Allocates (uninitialised) storage for `shape`.
   explicit KvCache(const KvCacheShape& shape);
   const KvCacheShape& shape() const { return shape_; }
+  /// Copies block `src`'s K and V into block `dst` in every layer (copy-on-write of a
+  /// shared partial block).
+  void copy_block(int32_t src, int32_t dst);
   /// Per-layer views for the forward pass.
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 

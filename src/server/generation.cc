@@ -75,17 +75,21 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
                                               const std::vector<std::vector<int32_t>>& prompts) {
   slots_.clear();
   slots_.reserve(prompts.size() * static_cast<size_t>(req.n));
+  engine::RequestOptions opts;
+  opts.n = req.n;
+  opts.priority = req.priority;
+  opts.cache_salt = req.cache_salt;
   for (const auto& prompt : prompts) {
+    // One engine request per prompt; its n choices share the prompt's KV blocks and
+    // choice k samples with seed + k.
+    auto r = engine.submit_group(prompt, req.params, opts);
+    if (!r.ok()) {
+      abort_all();
+      return bad_request(r.error(), std::string(req.prompt_param()));
+    }
     for (int k = 0; k < req.n; ++k) {
-      engine::SamplingParams params = req.params;
-      if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
-      auto r = engine.submit(prompt, params);
-      if (!r.ok()) {
-        abort_all();
-        return bad_request(r.error(), std::string(req.prompt_param()));
-      }
       Slot s;
-      s.stream = std::move(r.value());
+      s.stream = std::move(r.value()[k]);
       s.first_of_prompt = k == 0;
       s.prompt_tokens = static_cast<int>(prompt.size());
       slots_.push_back(std::move(s));

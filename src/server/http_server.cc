@@ -1,3 +1,4 @@
+#include "server/metrics_text.h"
 #include "server/http_server.h"
 
 #include <atomic>
@@ -160,6 +161,9 @@ void HttpServer::Impl::setup_routes() {
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const bool down = stopping.load();
     send_json(res, down ? 503 : 200, health_json(engine.stats(), down));
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(engine.metrics(), engine.model_name()), "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));

@@ -20,6 +20,7 @@ json health_json(const engine::EngineStats& s, bool shutting_down) {
               {"kv_blocks_used", s.kv_blocks_used},
               {"kv_blocks_total", s.kv_blocks_total},
               {"kv_blocks_free", s.kv_blocks_free},
+              {"kv_blocks_cached", s.kv_blocks_cached},
               {"requests_running", s.requests_running},
               {"requests_waiting", s.requests_waiting}};
 }

@@ -199,6 +199,14 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   PDS_TRY(read_string(obj, "user", user));
   if (user) r.user = *user;
 
+  // Extensions (as vLLM): scheduling priority and prefix-cache namespace.
+  std::optional<int64_t> priority;
+  PDS_TRY(read_int(obj, "priority", priority));
+  if (priority) r.priority = clamp_int(*priority);
+  std::optional<std::string> cache_salt;
+  PDS_TRY(read_string(obj, "cache_salt", cache_salt));
+  if (cache_salt) r.cache_salt = *cache_salt;
+
   // Standard fields we cannot honour: accepted only at their neutral values.
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
     std::optional<double> p;

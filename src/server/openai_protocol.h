@@ -40,6 +40,8 @@ struct GenerationRequest {
   std::vector<tokenizer::ChatMessage> messages;  // chat
   engine::SamplingParams params;                 // max_tokens < 0 ⇒ until EOS/context end
   int n = 1;                                     // choices per prompt
+  int priority = 0;                              // lower is served first (--scheduling-policy priority)
+  std::string cache_salt;                        // prefix-cache namespace
   bool stream = false;
   bool include_usage = false;                    // stream_options.include_usage
   std::string user;

@@ -555,12 +555,13 @@ TEST(ServerProtocol, InfoJson) {
   engine::EngineStats s;
   s.kv_blocks_total = 10;
   s.kv_blocks_used = 3;
-  s.kv_blocks_free = 7;
+  s.kv_blocks_cached = 2;
+  s.kv_blocks_free = 5;
   s.requests_running = 2;
   s.requests_waiting = 1;
   json h = health_json(s, false);
-  EXPECT_EQ(h, json::parse(R"({"status":"ok","kv_blocks_used":3,"kv_blocks_total":10,
-                               "kv_blocks_free":7,"requests_running":2,"requests_waiting":1})"));
+  EXPECT_EQ(h, json::parse(R"({"status":"ok","kv_blocks_used":3,"kv_blocks_total":10,"kv_blocks_cached":2,
+                               "kv_blocks_free":5,"requests_running":2,"requests_waiting":1})"));
 }
 
 TEST(ServerProtocol, ApiKeyCheck) {

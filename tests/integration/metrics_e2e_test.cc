@@ -1,0 +1,165 @@
+// /metrics of `pdserve serve` (Prometheus text) against what the API returned: prefix
+// cache hits on a warm pass, token counters equal to the summed usage, one success count
+// per HTTP request, preemptions under a tiny pool, and KV blocks back after a disconnect.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <future>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/server_process.h"
+
+namespace pdserve {
+namespace {
+
+using json = nlohmann::json;
+using testing::ServerProcess;
+
+/// Samples of a Prometheus text page: "name{labels}" (labels as written) → value.
+std::map<std::string, double> scrape(ServerProcess& srv) {
+  auto c = srv.client();
+  auto res = c.Get("/metrics");
+  EXPECT_TRUE(res && res->status == 200);
+  std::map<std::string, double> out;
+  if (!res) return out;
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  std::istringstream in(res->body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    std::string key = line.substr(0, sp);
+    // Drop the model_name label so tests can name samples simply.
+    const size_t m = key.find("model_name=\"");
+    if (m != std::string::npos) {
+      const size_t end = key.find('"', m + 12);
+      key.erase(m, end - m + 1 + (key[end + 1] == ',' ? 1 : 0));
+      if (key.size() >= 2 && key.substr(key.size() - 2) == "{}") key.resize(key.size() - 2);
+    }
+    out[key] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+json post(ServerProcess& srv, const json& body, int expect = 200) {
+  auto c = srv.client();
+  auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res);
+  if (!res) return json();
+  EXPECT_EQ(res->status, expect) << res->body;
+  return json::parse(res->body);
+}
+
+bool wait_for(ServerProcess& srv, const std::function<bool(std::map<std::string, double>&)>& pred) {
+  for (int i = 0; i < 100; ++i) {
+    auto m = scrape(srv);
+    if (pred(m)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+const char* kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.";
+
+TEST(Metrics, CountersMatchUsageAndWarmPassHitsTheCache) {
+  ServerProcess srv;
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  auto m0 = scrape(srv);
+  EXPECT_EQ(m0["pdserve_kv_blocks_used"], 0);
+  EXPECT_GT(m0["pdserve_kv_blocks_total"], 0);
+
+  int64_t prompt = 0, completion = 0, cached = 0;
+  int http_requests = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int n : {1, 3}) {
+      json r = post(srv, {{"prompt", std::string(kStory) + " Tom"}, {"max_tokens", 7}, {"n", n}, {"temperature", 0.7}, {"seed", 1}});
+      prompt += r["usage"]["prompt_tokens"].get<int64_t>();
+      completion += r["usage"]["completion_tokens"].get<int64_t>();
+      cached += r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+      ++http_requests;
+    }
+  }
+  EXPECT_GT(cached, 0);  // the second and later requests reuse the prompt's blocks
+  auto m = scrape(srv);
+  EXPECT_EQ(m["pdserve_prompt_tokens_total"], prompt);
+  EXPECT_EQ(m["pdserve_generation_tokens_total"], completion);
+  EXPECT_EQ(m["pdserve_request_success_total{finished_reason=\"length\"}"], http_requests);
+  EXPECT_EQ(m["pdserve_e2e_request_latency_seconds_count"], http_requests);
+  EXPECT_EQ(m["pdserve_time_to_first_token_seconds_count"], http_requests);
+  EXPECT_EQ(m["pdserve_e2e_request_latency_seconds_bucket{le=\"+Inf\"}"], http_requests);
+  EXPECT_GT(m["pdserve_prefix_cache_hits_total"], 0);
+  EXPECT_EQ(m["pdserve_prefix_cache_hits_total"], cached);
+  EXPECT_EQ(m["pdserve_prefix_cache_queries_total"], prompt);
+  EXPECT_EQ(m["pdserve_kv_blocks_used"], 0);
+  EXPECT_EQ(m["pdserve_kv_blocks_free"] + m["pdserve_kv_blocks_cached"], m["pdserve_kv_blocks_total"]);
+  EXPECT_GT(m["pdserve_kv_blocks_cached"], 0);
+
+  // With --no-prefix-cache nothing is cached and outputs are the same.
+  ServerProcess off(std::vector<std::string>{"--no-prefix-cache"});
+  ASSERT_TRUE(off.ready()) << off.error();
+  json a = post(off, {{"prompt", kStory}, {"max_tokens", 12}, {"temperature", 0}});
+  json b = post(srv, {{"prompt", kStory}, {"max_tokens", 12}, {"temperature", 0}});
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(scrape(off)["pdserve_kv_blocks_cached"], 0);
+}
+
+TEST(Metrics, TinyPoolPreemptsYetEveryRequestGetsItsStandaloneOutput) {
+  ServerProcess srv(std::vector<std::string>{"--num-kv-blocks", "12", "--block-size", "8"});  // 96 tokens
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  std::vector<json> bodies;
+  for (int i = 0; i < 20; ++i)
+    bodies.push_back({{"prompt", std::string(kStory).substr(0, 30 + i)}, {"max_tokens", 40}, {"temperature", 0},
+                      {"ignore_eos", true}});
+  std::vector<std::string> alone;
+  for (auto& b : bodies) alone.push_back(post(srv, b)["choices"][0]["text"]);
+  std::vector<std::future<std::string>> futs;
+  for (auto& b : bodies)
+    futs.push_back(std::async(std::launch::async, [&srv, b] { return post(srv, b)["choices"][0]["text"].get<std::string>(); }));
+  // A request that can never fit is refused at once while the others run.
+  json too_big = post(srv, {{"prompt", kStory}, {"max_tokens", 200}}, 400);
+  EXPECT_NE(too_big["error"]["message"].get<std::string>().find("blocks"), std::string::npos);
+  for (size_t i = 0; i < futs.size(); ++i) EXPECT_EQ(futs[i].get(), alone[i]) << i;
+  auto m = scrape(srv);
+  EXPECT_GT(m["pdserve_preemptions_total"], 0);
+  EXPECT_EQ(m["pdserve_kv_blocks_used"], 0);
+}
+
+TEST(Metrics, DisconnectFreesBlocksWithinASecond) {
+  ServerProcess::Options o;
+  o.model = "../shared/models/synth-llama-small-f16.gguf";
+  o.extra_args = {"--max-seqs", "4"};
+  ServerProcess srv(o);
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  httplib::Client c("127.0.0.1", srv.port());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = json{{"messages", json::array({{{"role", "user"}, {"content", "Tell me a long story"}}})},
+                  {"max_tokens", 3000}, {"ignore_eos", true}, {"stream", true}}
+                 .dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  double used_during = -1;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    if (++chunks == 4) used_during = scrape(srv)["pdserve_kv_blocks_used"];
+    return chunks < 4;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  c.send(req, res, err);
+  EXPECT_GT(used_during, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(wait_for(srv, [](auto& m) { return m["pdserve_kv_blocks_used"] == 0 && m["pdserve_requests_running"] == 0; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  auto m = scrape(srv);
+  EXPECT_EQ(m["pdserve_request_success_total{finished_reason=\"abort\"}"], 1);
+}
+
+}  // namespace
+}  // namespace pdserve
