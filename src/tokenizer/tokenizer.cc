@@ -3,17 +3,23 @@
 
 #include <algorithm>
 
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace pdserve::tokenizer {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f) {
   // Reject unsupported models before reading (and complaining about) their vocab.
-  // "gpt2" (BPE) plugs in here once implemented.
   auto model = f.get_string("tokenizer.ggml.model");
-  if (model && *model != "llama") return Status::Error("unsupported tokenizer model '" + *model + "'");
+  if (model && *model != "llama" && *model != "gpt2")
+    return Status::Error("unsupported tokenizer model '" + *model + "'");
   auto vocab = Vocab::from_gguf(f);
   if (!vocab.ok()) return vocab.status();
+  if (vocab->model == "gpt2") {
+    auto bpe = BpeTokenizer::create(std::move(vocab).value());
+    if (!bpe.ok()) return bpe.status();
+    return std::unique_ptr<Tokenizer>(std::move(bpe).value());
+  }
   return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(vocab).value()));
 }
 

@@ -1,6 +1,8 @@
 // Tokenizers built from GGUF metadata (`tokenizer.ggml.*` keys).
 // SPM (`tokenizer.ggml.model = llama`): SentencePiece BPE with score-based merges,
 // byte fallback <0xNN> and the leading-space (U+2581) rule, as llama.cpp's llm_tokenizer_spm.
+// BPE (`tokenizer.ggml.model = gpt2`): byte-level BPE with ranked merges and the regex
+// pre-tokenizer named by `tokenizer.ggml.pre`, as llama.cpp's llm_tokenizer_bpe.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ struct Vocab {
   std::vector<TokenType> types;
   std::vector<std::string> merges;  // tokenizer.ggml.merges ("a b" per BPE rank), BPE only
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1, eot_id = -1;
-  bool add_bos = true;              // tokenizer.ggml.add_bos_token (llama default: true)
+  bool add_bos = true;              // tokenizer.ggml.add_bos_token (default: SPM and llama3 BPE)
   bool add_eos = false;
   bool add_space_prefix = true;     // tokenizer.ggml.add_space_prefix (SPM default: true)
   std::string chat_template;        // tokenizer.chat_template, empty when absent

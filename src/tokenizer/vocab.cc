@@ -1,6 +1,7 @@
 // Vocab::from_gguf: reads the `tokenizer.ggml.*` metadata the way llama.cpp's
 // llama_vocab::impl::load does (defaults per tokenizer model, special-id range checks).
 #include "base/log.h"
+#include "tokenizer/bpe_pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_special.h"
 
@@ -81,11 +82,12 @@ Status read_scores_and_types(const gguf::GgufFile& f, Vocab& v) {
 }
 
 /// Special ids: model defaults (llama.cpp) overridden by the GGUF keys when in range.
-void read_special_ids(const gguf::GgufFile& f, Vocab& v) {
+void read_special_ids(const gguf::GgufFile& f, Vocab& v, const BpePreConfig* bpe) {
   if (v.model == "llama") {
     v.bos_id = 1, v.eos_id = 2, v.unk_id = 0;
   } else if (v.model == "gpt2") {
     v.bos_id = 11, v.eos_id = 11;
+    if (bpe && bpe->no_bos) v.bos_id = -1;
   }
   const std::pair<const char*, int32_t*> keys[] = {
       {"tokenizer.ggml.bos_token_id", &v.bos_id},     {"tokenizer.ggml.eos_token_id", &v.eos_id},
@@ -119,16 +121,18 @@ Result<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
   v.model = *model->as_string();
   v.pre = f.get_string("tokenizer.ggml.pre").value_or("");
 
-  // llama.cpp defaults: SPM adds BOS and a space prefix; BPE does neither.
+  // llama.cpp defaults: SPM adds BOS and a space prefix; BPE no space prefix, and BOS only
+  // for some pre-tokenizers (llama3, ...). The GGUF keys override both.
   const bool spm = v.model == "llama";
-  v.add_bos = spm;
+  const std::optional<BpePreConfig> bpe = v.model == "gpt2" ? bpe_pre_config(v.pre) : std::nullopt;
+  v.add_bos = spm || (bpe && bpe->add_bos);
   v.add_eos = false;
   v.add_space_prefix = spm;
   if (auto b = f.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
 
   if (Status s = read_tokens(f, v); !s.ok()) return s;
   if (Status s = read_scores_and_types(f, v); !s.ok()) return s;
-  read_special_ids(f, v);
+  read_special_ids(f, v, bpe ? &*bpe : nullptr);
   if (const gguf::Array* m = f.get_array("tokenizer.ggml.merges")) {
     v.merges.reserve(m->items.size());
     for (const gguf::Value& x : m->items) {

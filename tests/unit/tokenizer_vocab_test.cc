@@ -184,7 +184,7 @@ TEST(TokenizerVocab, UnsupportedModel) {
   EXPECT_EQ(t.error(), "unsupported tokenizer model 'bert'");
 }
 
-TEST(TokenizerVocab, BpeVocabLoadsButTokenizerIsUnsupported) {
+TEST(TokenizerVocab, BpeVocabLoads) {
   auto f = gguf::GgufFile::open("../shared/tokenizer/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(f.ok()) << f.error();
   auto v = Vocab::from_gguf(**f);
@@ -198,8 +198,7 @@ TEST(TokenizerVocab, BpeVocabLoadsButTokenizerIsUnsupported) {
   EXPECT_EQ(v->bos_id, 50256);
   EXPECT_TRUE(std::binary_search(v->eog_ids.begin(), v->eog_ids.end(), 50256));
   auto t = Tokenizer::from_gguf(**f);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.error(), "unsupported tokenizer model 'gpt2'");
+  ASSERT_TRUE(t.ok()) << t.error();
 }
 
 TEST(TokenizerVocab, SmallSpmEncode) {
