@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace pdserve::model {
@@ -33,10 +34,14 @@ struct Batch {
   /// in decode order, as the reference runs them on its one output token per prompt.
   std::vector<uint8_t> gemm_order;
 
+  /// Called with the layer index as soon as that layer's K/V for every token of the
+  /// batch are in the cache (layer-wise KV streaming on a prefill worker); may be empty.
+  std::function<void(int layer)> after_layer;
+
   int n_tokens() const { return static_cast<int>(tokens.size()); }
   void clear() {
     tokens.clear(); positions.clear(); slot_mapping.clear(); seq_ids.clear();
-    block_tables.clear(); logits_rows.clear(); gemm_order.clear();
+    block_tables.clear(); logits_rows.clear(); after_layer = nullptr; gemm_order.clear();
   }
 };
 

@@ -93,6 +93,7 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
         kernels::rope(&k[size_t(t) * nkv + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
+    if (batch.after_layer) batch.after_layer(l);
 #pragma omp parallel for schedule(dynamic, 1) collapse(2) if (kernels::worth_parallel(attn_work))
     for (int t = 0; t < n; ++t)
       for (int h = 0; h < c.n_head; ++h)
