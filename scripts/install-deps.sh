@@ -8,6 +8,7 @@ PKGS=(
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev libpcre2-dev libzstd-dev gnuplot-nox
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 
 )
 

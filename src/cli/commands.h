@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "bench/bench.h"
 #include "engine/engine.h"
 
 namespace pdserve::cli {
@@ -50,5 +52,35 @@ struct InfoArgs {
 };
 void add_info_command(CLI::App& app, InfoArgs& a);
 int run_info(const InfoArgs& a);
+
+struct BenchArgs {
+  bench::BenchConfig cfg;
+  std::vector<std::string> trace;  // --trace FORMAT FILE
+  std::string json_out, plot_out;
+};
+void add_bench_command(CLI::App& app, BenchArgs& a);
+int run_bench(BenchArgs& a);
+
+struct QuantizeArgs {
+  std::string input, output, type;
+};
+void add_quantize_command(CLI::App& app, QuantizeArgs& a);
+int run_quantize(const QuantizeArgs& a);
+
+struct RouterArgs {
+  std::string model, model_name;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int http_threads = 64;
+  std::string api_key;
+  std::vector<std::string> decode, decode_long, prefill;  // HOST:PORT lists (comma-separated)
+  std::string policy = "least_load";
+  int long_prompt_threshold = 1024;
+  int prefix_blocks = 2, block_size = 16;
+  int health_interval_ms = 500;
+  int max_attempts = 0;
+};
+void add_router_command(CLI::App& app, RouterArgs& a);
+int run_router(const RouterArgs& a);
 
 }  // namespace pdserve::cli

@@ -1,8 +1,9 @@
-// pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info.
+// pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/worker_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pdserve: a KV-cache-centric LLM inference server for GGUF models"};
@@ -19,6 +20,17 @@ int main(int argc, char** argv) {
   pdserve::cli::add_tokenize_command(app, tok);
   pdserve::cli::InfoArgs info;
   pdserve::cli::add_info_command(app, info);
+  pdserve::cli::BenchArgs bench;
+  pdserve::cli::add_bench_command(app, bench);
+  pdserve::cli::QuantizeArgs quant;
+  pdserve::cli::add_quantize_command(app, quant);
+
+  pdserve::cli::WorkerArgs prefill_worker, decode_worker;
+  pdserve::cli::add_prefill_command(app, prefill_worker);
+  pdserve::cli::add_decode_command(app, decode_worker);
+
+  pdserve::cli::RouterArgs router;
+  pdserve::cli::add_router_command(app, router);
 
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
@@ -26,5 +38,10 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("generate")) return pdserve::cli::run_generate(gen);
   if (app.got_subcommand("tokenize")) return pdserve::cli::run_tokenize(tok);
   if (app.got_subcommand("info")) return pdserve::cli::run_info(info);
+  if (app.got_subcommand("quantize")) return pdserve::cli::run_quantize(quant);
+  if (app.got_subcommand("bench")) return pdserve::cli::run_bench(bench);
+  if (app.got_subcommand("prefill")) return pdserve::cli::run_prefill(prefill_worker);
+  if (app.got_subcommand("decode")) return pdserve::cli::run_decode(decode_worker);
+  if (app.got_subcommand("router")) return pdserve::cli::run_router(router);
   return 2;
 }

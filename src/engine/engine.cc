@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -58,13 +60,53 @@ constexpr int64_t kDefaultKvBudgetBytes = 512ll << 20;
 
 uint64_t random_seed() { return std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32); }
 
+/// KvBlockAccess over the engine's KvCache (a block of one layer is contiguous).
+class CacheBlockAccess final : public KvBlockAccess {
+ public:
+  CacheBlockAccess(kv::KvCache& cache, KvLayout layout) : cache_(cache), layout_(std::move(layout)) {}
+  const KvLayout& layout() const override { return layout_; }
+  void write(int layer, int32_t block_id, const void* k, const void* v) override {
+    const auto& view = cache_.layers()[layer];
+    std::memcpy(static_cast<uint8_t*>(view.k) + block_id * layout_.block_bytes, k, layout_.block_bytes);
+    std::memcpy(static_cast<uint8_t*>(view.v) + block_id * layout_.block_bytes, v, layout_.block_bytes);
+  }
+  const uint8_t* k(int layer, int32_t block_id) const {
+    return static_cast<const uint8_t*>(cache_.layers()[layer].k) + block_id * layout_.block_bytes;
+  }
+  const uint8_t* v(int layer, int32_t block_id) const {
+    return static_cast<const uint8_t*>(cache_.layers()[layer].v) + block_id * layout_.block_bytes;
+  }
+
+ private:
+  kv::KvCache& cache_;
+  KvLayout layout_;
+};
+
+KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype) {
+  KvLayout l;
+  l.kv_dtype = dtype;
+  l.block_size = shape.block_size;
+  l.n_layers = shape.n_layers;
+  l.n_kv_heads = shape.n_kv_heads;
+  l.head_dim = shape.head_dim;
+  l.block_bytes = static_cast<size_t>(shape.bytes_per_block() / 2 / shape.n_layers);
+  l.model_fingerprint = mc.arch + "/" + std::to_string(mc.n_layer) + "x" + std::to_string(mc.n_embd) + "/h" +
+                        std::to_string(mc.n_head) + "kv" + std::to_string(mc.n_head_kv) + "/ff" + std::to_string(mc.n_ff) +
+                        "/v" + std::to_string(mc.n_vocab);
+  return l;
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
              const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
         cache_(shape), radix_(pool_, shape.block_size, eviction),
-        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr) {
+        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr),
+        blocks_(cache_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
+    if (cfg_.kv_source) {
+      sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
+    }
     name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
     stats_blocks_total_ = shape.num_blocks;
     stats_blocks_free_ = shape.num_blocks;
@@ -85,8 +127,14 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override;
   MetricsSnapshot metrics() const override;
   void shutdown() override;
+  KvLayout kv_layout() const override { return blocks_.layout(); }
 
  private:
+  bool wants_remote_prefill(Sequence& s);
+  void start_remote_prefills();
+  void drain_remote_results();
+  /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
+  void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
   void run();
   void step();
   void admit_inbox();
@@ -95,10 +143,14 @@ class EngineImpl final : public Engine {
   /// each its first token sampled from `logits`.
   void fork_choices(Sequence& parent, const float* logits);
   /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
-  bool process_token(Sequence& s, int32_t token, const float* logits);
+  bool process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob);
   void finish(Sequence* s, FinishReason reason, StreamDelta delta);
   void end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated);
   void publish_stats();
+  bool has_remote_results() {
+    std::lock_guard<std::mutex> lk(remote_mu_);
+    return !remote_results_.empty();
+  }
 
   EngineConfig cfg_;
   std::unique_ptr<model::Model> model_;
@@ -109,7 +161,11 @@ class EngineImpl final : public Engine {
   kv::KvCache cache_;
   kv::RadixCache radix_;
   Scheduler sched_;  // engine thread only
+  CacheBlockAccess blocks_;
   EngineMetrics metrics_;
+  std::mutex remote_mu_;
+  std::vector<RemotePrefillResult> remote_results_;  // from transfer threads
+  std::atomic<int64_t> remote_inflight_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -128,6 +184,9 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
                                                                              const RequestOptions& opts) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
   if (opts.n < 1) return Status::Error("n must be at least 1");
+  if (opts.original_prompt_len < 0 || opts.original_prompt_len > static_cast<int>(prompt.size()))
+    return Status::Error("original_prompt_len must be within the prompt");
+  if (opts.kv_sink && opts.n != 1) return Status::Error("a KV sink request has one choice");
   for (int32_t t : prompt)
     if (t < 0 || t >= model_->config().n_vocab)
       return Status::Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
@@ -165,6 +224,9 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
   seq->cache_ns = opts.cache_salt.empty() ? 0 : std::hash<std::string>{}("salt:" + opts.cache_salt) | 1;
+  seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
+  seq->kv_sink = opts.kv_sink;
+  if (seq->kv_sink) seq->sink_sent.assign(model_->config().n_layer, seq->kv_sink->skip_blocks());
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return Status::Error("the engine is shutting down");
@@ -200,6 +262,7 @@ MetricsSnapshot EngineImpl::metrics() const {
   m.kv_blocks_cached = stats_blocks_cached_;
   m.kv_blocks_free = stats_blocks_free_;
   m.preemptions = stats_preemptions_;
+  if (cfg_.transfer_metrics) cfg_.transfer_metrics->fill(m);
   return m;
 }
 
@@ -271,19 +334,25 @@ void EngineImpl::reap() {
     else if (s->deadline > 0 && now > s->deadline) dead.emplace_back(s, true);
   });
   for (auto [s, timed_out] : dead) {
+    if (sched_.find_awaiting(s->id, s->choice_index) == s) {
+      // A transfer is writing its blocks: cancel it; the sequence ends when it reports.
+      if (!s->cancel_sent) cfg_.kv_source->cancel(s->id);
+      s->cancel_sent = true;
+      if (timed_out) s->stream->abort();
+      continue;
+    }
     StreamDelta d;
     if (timed_out) d.error = "the request ran longer than --request-timeout (" + std::to_string(cfg_.request_timeout_s) + " s)";
     finish(s, timed_out ? FinishReason::Error : FinishReason::Abort, std::move(d));
   }
 }
 
-bool EngineImpl::process_token(Sequence& s, int32_t token, const float* logits) {
-  const int n_vocab = model_->config().n_vocab;
+bool EngineImpl::process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob) {
   if (s.group->first_token_time < 0) s.group->first_token_time = now_seconds();
   StreamDelta d;
   s.tokens.push_back(token);
   d.tokens.push_back(token);
-  if (s.params.top_logprobs >= 0) d.logprobs.push_back(token_logprobs(logits, n_vocab, token, s.params.top_logprobs));
+  if (s.params.top_logprobs >= 0 && logprob) d.logprobs.push_back(std::move(*logprob));
   d.prompt_tokens = s.prompt_len;
   d.completion_tokens = s.num_generated();
   d.cached_tokens = std::max(0, s.cached_tokens);
@@ -324,6 +393,7 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     sib->priority = parent.priority;
     sib->cache_ns = parent.cache_ns;
     sib->cached_tokens = parent.cached_tokens;
+    sib->role_prompt_len = parent.role_prompt_len;
     std::vector<int32_t> copy;
     if (partial && !sched_.allocate(1, copy)) {
       sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)
@@ -343,12 +413,118 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     sib->num_inserted = parent.num_inserted;
     Sequence* raw = sib.get();
     sched_.add_running(std::move(sib));
-    process_token(*raw, sample_token(logits, model_->config().n_vocab, raw->params, raw->rng), logits);
+    const int n_vocab = model_->config().n_vocab;
+    const int32_t tok = sample_token(logits, n_vocab, raw->params, raw->rng);
+    process_token(*raw, tok, raw->params.top_logprobs >= 0
+                                 ? std::optional<TokenLogprob>(token_logprobs(logits, n_vocab, tok, raw->params.top_logprobs))
+                                 : std::nullopt);
+  }
+}
+
+bool EngineImpl::wants_remote_prefill(Sequence& s) {
+  if (s.remote_tried || s.kv_sink) return false;
+  const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;  // has generated tokens
+  const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
+  const bool first_decision = s.cached_tokens < 0;
+  const bool remote = !resumed && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
+  if (first_decision && cfg_.transfer_metrics) {
+    if (remote) cfg_.transfer_metrics->add_remote_prefill();
+    else cfg_.transfer_metrics->add_local_prefill();
+  }
+  if (!remote) s.remote_tried = true;  // decided: local
+  return remote;
+}
+
+void EngineImpl::start_remote_prefills() {
+  for (Sequence* s : sched_.take_started_remote()) {
+    RemotePrefillTask task;
+    task.seq_id = s->id;
+    task.prompt = s->tokens;
+    task.params = s->params;
+    task.num_cached_blocks = s->num_inserted;
+    task.block_ids = s->block_table.blocks;
+    const int choice = s->choice_index;
+    remote_inflight_++;
+    cfg_.kv_source->start(std::move(task), blocks_, [this, choice](RemotePrefillResult r) {
+      {
+        std::lock_guard<std::mutex> lk(remote_mu_);
+        r.seq_id = r.seq_id * 64 + choice;  // (request id, choice) → one key
+        remote_results_.push_back(std::move(r));
+      }
+      remote_inflight_--;
+      cv_.notify_one();
+    });
+  }
+}
+
+void EngineImpl::drain_remote_results() {
+  std::vector<RemotePrefillResult> results;
+  {
+    std::lock_guard<std::mutex> lk(remote_mu_);
+    results.swap(remote_results_);
+  }
+  for (RemotePrefillResult& r : results) {
+    Sequence* s = sched_.find_awaiting(r.seq_id / 64, static_cast<int>(r.seq_id % 64));
+    if (!s) continue;
+    if (s->stream->aborted()) {
+      finish(s, FinishReason::Abort, {});
+      continue;
+    }
+    if (!r.ok) {
+      // Never decode over unfilled KV: recompute what the transfer did not deliver.
+      PDS_LOG_WARN("remote prefill of request {} failed ({}); recomputing locally", s->id, r.error);
+      if (cfg_.transfer_metrics) cfg_.transfer_metrics->add_recompute_fallback();
+      sched_.remote_done(*s, false);
+      continue;
+    }
+    sched_.remote_done(*s, true);
+    // The prefill worker drew one random number for this token; stay in step with it.
+    if (s->params.temperature > 0.f) s->rng.discard(1);
+    if (s->choice_index == 0 && !s->group->pending_forks.empty()) {
+      // Choices of a remotely prefilled request are recomputed as independent sequences.
+      auto forks = std::move(s->group->pending_forks);
+      s->group->pending_forks.clear();
+      for (size_t k = 0; k < forks.size(); ++k) {
+        auto sib = std::make_unique<Sequence>(s->id, std::vector<int32_t>(s->tokens.begin(), s->tokens.end()), s->params,
+                                              forks[k].first, *tok_, forks[k].second);
+        sib->group = s->group;
+        sib->choice_index = static_cast<int>(k) + 1;
+        sib->max_len = s->max_len;
+        sib->arrival_time = s->arrival_time;
+        sib->deadline = s->deadline;
+        sib->priority = s->priority;
+        sib->cache_ns = s->cache_ns;
+        sib->role_prompt_len = s->role_prompt_len;
+        sib->remote_tried = true;
+        sched_.add(std::move(sib));
+      }
+    }
+    process_token(*s, r.first.token, std::optional<TokenLogprob>(r.first));
+  }
+}
+
+void EngineImpl::emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer) {
+  const int bs = cache_.shape().block_size;
+  for (const ScheduledSeq& p : plan) {
+    Sequence& s = *p.seq;
+    if (!s.kv_sink) continue;
+    const int end = s.num_computed + p.n_tokens;  // computed through this step, in this layer
+    const int covered = end == static_cast<int>(s.tokens.size()) ? (end + bs - 1) / bs : end / bs;
+    int& sent = s.sink_sent[layer];
+    if (covered <= sent) continue;
+    std::vector<const uint8_t*> k, v;
+    for (int b = sent; b < covered; ++b) {
+      k.push_back(blocks_.k(layer, s.block_table.blocks[b]));
+      v.push_back(blocks_.v(layer, s.block_table.blocks[b]));
+    }
+    s.kv_sink->on_blocks(layer, sent, k, v, blocks_.layout().block_bytes);
+    sent = covered;
   }
 }
 
 void EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
+  start_remote_prefills();
   if (plan.empty()) return;
   const int bs = cache_.shape().block_size;
   const double now = now_seconds();
@@ -365,10 +541,12 @@ void EngineImpl::step() {
       batch.seq_ids.push_back(static_cast<int32_t>(i));
       // Prompt tokens of a >= 2-token prompt take the reference's batched-prompt matmul
       // order; generated tokens (also when recomputed after preemption) the decode order.
-      batch.gemm_order.push_back(pos < s.prompt_len && s.prompt_len >= 2 ? 1 : 0);
+      batch.gemm_order.push_back(pos < s.role_prompt_len && s.role_prompt_len >= 2 ? 1 : 0);
     }
     if (plan[i].needs_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
   }
+  if (std::any_of(plan.begin(), plan.end(), [](const ScheduledSeq& p) { return p.seq->kv_sink != nullptr; }))
+    batch.after_layer = [&](int layer) { emit_sink_blocks(plan, layer); };
   const int n_vocab = model_->config().n_vocab;
   std::vector<float> logits(batch.logits_rows.size() * static_cast<size_t>(n_vocab));
   model_->forward(batch, cache_.layers(), logits.data());
@@ -381,7 +559,10 @@ void EngineImpl::step() {
     if (!p.needs_logits) continue;
     const float* l = logits.data() + row++ * n_vocab;
     if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, l);
-    process_token(s, sample_token(l, n_vocab, s.params, s.rng), l);
+    const int32_t tok = sample_token(l, n_vocab, s.params, s.rng);
+    process_token(s, tok, s.params.top_logprobs >= 0
+                              ? std::optional<TokenLogprob>(token_logprobs(l, n_vocab, tok, s.params.top_logprobs))
+                              : std::nullopt);
   }
 }
 
@@ -401,11 +582,13 @@ void EngineImpl::run() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       // Wake for new requests; poll while requests exist (aborts, timeouts).
-      cv_.wait_for(lk, std::chrono::milliseconds(50),
-                   [&] { return stop_ || !inbox_.empty() || sched_.num_running() + sched_.num_waiting() > 0; });
+      cv_.wait_for(lk, std::chrono::milliseconds(50), [&] {
+        return stop_ || !inbox_.empty() || sched_.num_running() + sched_.num_waiting() > 0 || has_remote_results();
+      });
       if (stop_) break;
     }
     admit_inbox();
+    drain_remote_results();
     reap();
     step();
     metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries, sched_.prefix_hits() - reported_hits);
@@ -413,7 +596,17 @@ void EngineImpl::run() {
     reported_hits = sched_.prefix_hits();
     publish_stats();
   }
-  // Shutdown: every outstanding request ends with Abort and frees its blocks.
+  // Shutdown: every outstanding request ends with Abort and frees its blocks; transfers
+  // still writing into blocks are cancelled and waited for first.
+  sched_.for_each([&](Sequence* s) {
+    if (sched_.find_awaiting(s->id, s->choice_index) == s && !s->cancel_sent) {
+      cfg_.kv_source->cancel(s->id);
+      s->cancel_sent = true;
+    }
+    s->stream->abort();
+  });
+  for (int i = 0; i < 1000 && remote_inflight_ > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  drain_remote_results();
   admit_inbox();
   std::vector<Sequence*> all;
   sched_.for_each([&](Sequence* s) { all.push_back(s); });

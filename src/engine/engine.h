@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/kv_transfer.h"
 #include "engine/metrics.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
@@ -35,6 +36,12 @@ struct EngineConfig {
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
   std::string scheduling_policy = "fcfs";  // fcfs | priority
   double request_timeout_s = 0;    // abort requests running longer (0 = never)
+  // Decode worker: where prompt KV can come from, and the uncached prompt length (tokens)
+  // at or below which the prompt is prefilled locally anyway (conditional disaggregation).
+  std::shared_ptr<KvSource> kv_source;
+  int remote_prefill_threshold = 0;
+  // Disaggregation counters, shared with the transport; exported at /metrics when set.
+  std::shared_ptr<TransferMetrics> transfer_metrics;
 };
 
 /// Per-request options beyond sampling.
@@ -42,6 +49,12 @@ struct RequestOptions {
   int n = 1;               // choices; they share the prompt's KV blocks
   int priority = 0;        // lower is served first under --scheduling-policy priority
   std::string cache_salt;  // separates prefix-cache namespaces (e.g. per tenant)
+  /// A resumed stream: prompt = original prompt + tokens already generated elsewhere;
+  /// tokens at positions >= original_prompt_len are computed as generated tokens, so the
+  /// continuation is bit-identical to the interrupted one. 0 = the whole prompt.
+  int original_prompt_len = 0;
+  /// Prefill worker: receives the request's KV blocks layer by layer as they are computed.
+  std::shared_ptr<KvSink> kv_sink;
 };
 
 /// Point-in-time counters, safe to read from any thread.
@@ -84,6 +97,8 @@ class Engine {
   virtual EngineStats stats() const = 0;
   /// Counters and histograms for /metrics (the default: stats() only).
   virtual MetricsSnapshot metrics() const;
+  /// The KV cache layout (for KV transfer handshakes); empty for engines without a cache.
+  virtual KvLayout kv_layout() const { return {}; }
   /// Stops the step loop; outstanding requests finish with FinishReason::Abort.
   virtual void shutdown() = 0;
 };

@@ -1,5 +1,7 @@
 #include "engine/metrics.h"
 
+#include "engine/kv_transfer.h"
+
 #include <algorithm>
 
 namespace pdserve::engine {
@@ -52,6 +54,32 @@ void EngineMetrics::fill(MetricsSnapshot& out) const {
   out.tpot = tpot_;
   out.e2e = e2e_;
   out.queue_time = queue_;
+}
+
+void TransferMetrics::add_bytes(const std::string& codec, int64_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  bytes_[codec] += bytes;
+}
+
+void TransferMetrics::add_transfer_seconds(double s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  seconds_.observe(s);
+}
+
+void TransferMetrics::add_failure(const std::string& reason) {
+  std::lock_guard<std::mutex> lk(mu_);
+  failures_[reason]++;
+}
+
+void TransferMetrics::fill(MetricsSnapshot& out) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  out.has_transfer = true;
+  out.kv_transfer_bytes = bytes_;
+  out.kv_transfer_failures = failures_;
+  out.kv_transfer_seconds = seconds_;
+  out.remote_prefills = remote_;
+  out.local_prefills = local_;
+  out.recompute_fallbacks = fallback_;
 }
 
 }  // namespace pdserve::engine

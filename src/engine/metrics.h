@@ -32,6 +32,12 @@ struct MetricsSnapshot {
   int64_t prompt_tokens = 0, generation_tokens = 0;
   std::map<std::string, int64_t> request_success;  // by finished_reason
   Histogram ttft, tpot, e2e, queue_time;
+  // Disaggregation (present on workers; zero on a monolithic server).
+  bool has_transfer = false;
+  std::map<std::string, int64_t> kv_transfer_bytes;     // by codec
+  std::map<std::string, int64_t> kv_transfer_failures;  // by reason
+  Histogram kv_transfer_seconds;
+  int64_t remote_prefills = 0, local_prefills = 0, recompute_fallbacks = 0;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

@@ -68,7 +68,7 @@ int Scheduler::chunk(const Sequence& s, int budget) const {
   return n;
 }
 
-bool Scheduler::admit(Sequence& s, int budget, int& n_out) {
+Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
   if (cache_ && s.block_table.blocks.empty()) {
     // Reuse the longest cached prefix, but always compute at least one prompt token (the
     // last one's logits are needed).
@@ -77,12 +77,13 @@ bool Scheduler::admit(Sequence& s, int budget, int& n_out) {
     s.num_inserted = static_cast<int>(s.block_table.blocks.size());
     s.num_computed = s.num_inserted * cfg_.block_size;
   }
-  n_out = chunk(s, budget);
+  const bool remote = remote_decider_ && remote_decider_(s);
+  n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt
   const int need = (s.num_computed + n_out + cfg_.block_size - 1) / cfg_.block_size;
   const int have = static_cast<int>(s.block_table.blocks.size());
   if (need > have && !allocate(need - have, s.block_table.blocks)) {
     free_blocks(s);  // give back the prefix-cache hits; they stay cached
-    return false;
+    return Admit::kNoRoom;
   }
   if (s.cached_tokens < 0) {  // first admission: account the prefix-cache lookup
     s.cached_tokens = s.num_computed;
@@ -91,7 +92,7 @@ bool Scheduler::admit(Sequence& s, int budget, int& n_out) {
       prefix_hits_ += s.num_computed;
     }
   }
-  return true;
+  return remote ? Admit::kRemote : Admit::kRun;
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule() {
@@ -116,10 +117,18 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     }
   }
 
-  while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_seqs) {
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size() + awaiting_.size()) < cfg_.max_seqs) {
     Sequence& s = *waiting_.front();
     int n = 0;
-    if (!admit(s, budget, n)) break;
+    const Admit a = admit(s, budget, n);
+    if (a == Admit::kNoRoom) break;
+    if (a == Admit::kRemote) {
+      started_remote_.push_back(&s);
+      awaiting_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      continue;
+    }
     plan.push_back({&s, n, s.num_computed + n == static_cast<int>(s.tokens.size())});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
@@ -132,11 +141,33 @@ void Scheduler::on_computed(Sequence& s) {
   if (!cache_ || !s.cache_node) return;
   // Only blocks made entirely of prompt tokens are shared: they are computed the same way
   // (prompt role, see model::Batch::gemm_order) whichever request computes them.
-  const int full = std::min(s.num_computed, s.prompt_len) / cfg_.block_size;
+  const int full = std::min(s.num_computed, s.role_prompt_len) / cfg_.block_size;
   for (int b = s.num_inserted; b < full; ++b)
     s.cache_node = cache_->insert(s.cache_node, s.tokens.data() + static_cast<int64_t>(b) * cfg_.block_size,
                                   &s.block_table.blocks[b]);
   s.num_inserted = std::max(s.num_inserted, full);
+}
+
+Sequence* Scheduler::find_awaiting(int64_t seq_id, int choice_index) {
+  for (auto& s : awaiting_)
+    if (s->id == seq_id && s->choice_index == choice_index) return s.get();
+  return nullptr;
+}
+
+void Scheduler::remote_done(Sequence& seq, bool ok) {
+  for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it) {
+    if (it->get() != &seq) continue;
+    seq.remote_tried = true;
+    if (ok) {
+      seq.num_computed = static_cast<int>(seq.tokens.size());
+      on_computed(seq);
+    } else {
+      seq.num_computed = seq.num_inserted * cfg_.block_size;  // recompute past the cached prefix
+    }
+    running_.push_back(std::move(*it));
+    awaiting_.erase(it);
+    return;
+  }
 }
 
 std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
@@ -145,6 +176,13 @@ std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
     if (it->get() == seq) {
       out = std::move(*it);
       running_.erase(it);
+      break;
+    }
+  }
+  for (auto it = awaiting_.begin(); !out && it != awaiting_.end(); ++it) {
+    if (it->get() == seq) {
+      out = std::move(*it);
+      awaiting_.erase(it);
       break;
     }
   }

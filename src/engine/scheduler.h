@@ -6,6 +6,8 @@
 #pragma once
 
 #include <deque>
+#include <functional>
+#include <utility>
 #include <list>
 #include <memory>
 #include <vector>
@@ -53,6 +55,18 @@ class Scheduler {
   /// After a forward pass: gives the radix cache the prompt blocks `seq` has filled.
   void on_computed(Sequence& seq);
 
+  /// Decides at admission whether a sequence's prompt KV comes from a prefill worker
+  /// (decode worker with a KvSource). Such a sequence gets blocks for its whole prompt
+  /// and waits (outside the running set, holding its blocks) until remote_done().
+  void set_remote_prefill_decider(std::function<bool(Sequence&)> f) { remote_decider_ = std::move(f); }
+  /// Sequences that started waiting for remote KV in the last schedule().
+  std::vector<Sequence*> take_started_remote() { return std::exchange(started_remote_, {}); }
+  Sequence* find_awaiting(int64_t seq_id, int choice_index);
+  /// A remote prefill ended: on success the whole prompt is computed; otherwise the
+  /// sequence prefills locally from its cached prefix. It joins the running set.
+  void remote_done(Sequence& seq, bool ok);
+  size_t num_awaiting() const { return awaiting_.size(); }
+
   /// Allocates `n` blocks (evicting unreferenced cached blocks if needed).
   bool allocate(int n, std::vector<int32_t>& out);
 
@@ -64,6 +78,7 @@ class Scheduler {
   void for_each(F&& f) {
     for (auto& s : running_) f(s.get());
     for (auto& s : waiting_) f(s.get());
+    for (auto& s : awaiting_) f(s.get());
   }
 
   size_t num_running() const { return running_.size(); }
@@ -76,7 +91,8 @@ class Scheduler {
  private:
   bool before(const Sequence& a, const Sequence& b) const;  // scheduling order
   bool ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan);
-  bool admit(Sequence& s, int budget, int& n_out);
+  enum class Admit { kRun, kRemote, kNoRoom };
+  Admit admit(Sequence& s, int budget, int& n_out);
   int chunk(const Sequence& s, int budget) const;
   void free_blocks(Sequence& s);
   void preempt(std::list<std::unique_ptr<Sequence>>::iterator it);
@@ -86,6 +102,9 @@ class Scheduler {
   kv::RadixCache* cache_;
   std::list<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;  // kept in scheduling order
+  std::list<std::unique_ptr<Sequence>> awaiting_;  // waiting for remote KV, holding blocks
+  std::vector<Sequence*> started_remote_;
+  std::function<bool(Sequence&)> remote_decider_;
   int64_t num_preemptions_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };

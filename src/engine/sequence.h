@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/kv_transfer.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
@@ -65,6 +66,13 @@ struct Sequence {
   kv::RadixCache::Node* cache_node = nullptr;  // node of block num_inserted - 1 (or a root)
   int num_inserted = 0;                      // leading blocks known to the radix cache
   int cached_tokens = -1;                    // prompt tokens hit at first admission (-1: not yet)
+
+  // Numerics and disaggregation.
+  int role_prompt_len = 0;                   // positions below it are computed as prompt tokens
+  std::shared_ptr<KvSink> kv_sink;           // prefill worker: streams blocks out
+  std::vector<int> sink_sent;                // per layer: blocks handed to kv_sink
+  bool remote_tried = false;                 // decode worker: remote prefill attempted
+  bool cancel_sent = false;                  // decode worker: transfer cancel requested
 
   int num_generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   /// Tokens still to run through the model before the next token can be sampled.

@@ -18,8 +18,21 @@ struct WeightView {
   int64_t row_bytes = 0;
 };
 
-/// True when matmul() supports `type` (F32, F16, BF16 for now).
+/// True when matmul() supports `type`: F32, F16, BF16 and the quantised types of
+/// kernels/quants.h (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K).
 bool matmul_supports(gguf::GgmlType type);
+
+/// Instruction-set paths of the quantised kernels. kAuto picks the best the CPU has
+/// (checked at run time); the others force one path (tests, benchmarks). Every path
+/// computes the scalar reference's arithmetic (quants.h vec_dot_scalar) bit for bit.
+enum class Isa { kAuto, kScalar, kAvx2, kAvx512Vnni };
+bool isa_available(Isa isa);
+const char* isa_name(Isa isa);
+/// The path kAuto resolves to on this CPU.
+Isa best_isa();
+/// True when `isa` has its own kernel for quantised type `t` (else matmul falls back to
+/// the next path down: AVX-512 VNNI → AVX2 → scalar).
+bool has_quant_kernel(Isa isa, gguf::GgmlType t);
 
 /// y[n_tokens][w.rows] = x[n_tokens][w.cols] · Wᵀ. Parallel over rows (OpenMP).
 ///
@@ -34,11 +47,18 @@ bool matmul_supports(gguf::GgmlType type);
 /// tokens of a prompt of >= 2 tokens), and:
 ///   * F32 weights, cols % 16 == 0, gemm_order[t] != 0 → tinyBLAS order;
 ///   * F32 weights otherwise                            → ggml_vec_dot_f32 order;
-///   * F16 / BF16 weights: one order for every token (flag ignored for now).
+///   * F16 / BF16 weights: activations rounded to f16 / bf16 (ggml's vec_dot_type), then
+///     flag 0 → ggml_vec_dot_f16 / ggml_vec_dot_bf16 (AVX-512 / AVX512-BF16) order, flag 1
+///     with cols % 16 (F16) / % 32 (BF16) == 0 → tinyBLAS order (one accumulator).
+///   * quantised weights: each token's activations are quantised to the type's
+///     vec_dot_type (Q8_0 / Q8_K, as ggml), then integer block dots in the fixed order of
+///     quants.h vec_dot_scalar — the same bits on the GEMV (1 token) and GEMM (tiles of
+///     tokens) code paths of every ISA; the flag is ignored.
 /// Batch invariant: each y[t][r] is one dot product whose order depends only on the
 /// weight shape and the token's own flag, so a token's result is bit-identical whatever
 /// n_tokens is and whatever else is in x.
-void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order);
+void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order,
+            Isa isa = Isa::kAuto);
 
 /// Copies row `r` of `w` into `out` as float32 (embedding lookup).
 void dequantize_row(const WeightView& w, int64_t r, float* out);

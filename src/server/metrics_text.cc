@@ -87,6 +87,25 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
   w.histogram("pdserve_time_per_output_token_seconds", "Mean time between output tokens of a request.", m.tpot);
   w.histogram("pdserve_e2e_request_latency_seconds", "Time from arrival to the last token.", m.e2e);
   w.histogram("pdserve_request_queue_time_seconds", "Time from arrival to first being scheduled.", m.queue_time);
+  if (m.has_transfer) {
+    w.header("pdserve_kv_transfer_bytes_total", "counter", "KV bytes sent (prefill) or received (decode), as on the wire.");
+    for (const char* codec : {"none", "zstd"}) {
+      auto it = m.kv_transfer_bytes.find(codec);
+      w.labelled("pdserve_kv_transfer_bytes_total", std::string("codec=\"") + codec + "\"",
+                 it == m.kv_transfer_bytes.end() ? 0 : static_cast<double>(it->second));
+    }
+    w.histogram("pdserve_kv_transfer_seconds", "Time to transfer one request's KV (first message to first token).",
+                m.kv_transfer_seconds);
+    w.header("pdserve_kv_transfer_failures_total", "counter", "Failed KV transfer attempts by reason.");
+    for (const auto& [reason, n] : m.kv_transfer_failures)
+      w.labelled("pdserve_kv_transfer_failures_total", "reason=\"" + reason + "\"", static_cast<double>(n));
+    w.scalar("pdserve_remote_prefill_total", "counter", "Requests whose prompt KV was requested from a prefill worker.",
+             m.remote_prefills);
+    w.scalar("pdserve_local_prefill_total", "counter", "Requests prefilled locally (short uncached part or no prefill worker).",
+             m.local_prefills);
+    w.scalar("pdserve_kv_recompute_fallback_total", "counter", "Remote prefills that failed and were recomputed locally.",
+             m.recompute_fallbacks);
+  }
   return w.str();
 }
 

@@ -1,5 +1,5 @@
 // kernels::matmul: batch invariance with per-token reduction orders (gemm_order), and
-// accuracy of both f32 orders (ggml_vec_dot_f32 decode order, tinyBLAS prompt order)
+// accuracy of both orders (F32, and F16 / BF16 on activations rounded to their type) (ggml_vec_dot_f32 decode order, tinyBLAS prompt order)
 // against a double-precision reference.
 #include <gtest/gtest.h>
 
@@ -102,11 +102,12 @@ TEST(KernelsMatmul, TokenAloneEqualsTokenInMixedBatch) {
       kernels::matmul(w.view, x.data(), n, yz.data(), zeros);
       EXPECT_EQ(y0, yz);
 
-      // The flag changes the order only for F32 weights with cols % 16 == 0.
+      // The flag changes the order only where llama.cpp has a tinyBLAS kernel: F32 / F16
+      // weights with cols % 16 == 0, BF16 with cols % 32 == 0.
       std::vector<float> yg(n * sh.rows);
       const uint8_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
       kernels::matmul(w.view, x.data(), n, yg.data(), ones);
-      if (type != GgmlType::F32 || sh.cols % 16 != 0) {
+      if (sh.cols % (type == GgmlType::BF16 ? 32 : 16) != 0) {
         EXPECT_EQ(y0, yg);
       } else if (sh.cols > 16) {
         int differ = 0;
@@ -143,7 +144,10 @@ TEST(KernelsMatmul, BothF32OrdersMatchDoubleReference) {
           for (int64_t r = 0; r < sh.rows; ++r) {
             double exact = 0.0, mag = 0.0;
             for (int64_t i = 0; i < sh.cols; ++i) {
-              const double p = static_cast<double>(w.values[r * sh.cols + i]) * x[t * sh.cols + i];
+              // F16 / BF16 weights take activations rounded to their type (ggml's vec_dot_type).
+              const float xi = x[t * sh.cols + i];
+              const float xv = type == GgmlType::F16 ? fp16_to_fp32(fp32_to_fp16(xi)) : type == GgmlType::BF16 ? bf16_to_fp32(fp32_to_bf16(xi)) : xi;
+              const double p = static_cast<double>(w.values[r * sh.cols + i]) * xv;
               exact += p;
               mag += std::fabs(p);
             }

@@ -1,0 +1,22 @@
+// Output of `pdserve bench`: the text table and the JSON report.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+
+namespace pdserve::bench {
+
+/// The human-readable result table (workload and scaling first).
+std::string format_table(const BenchReport& r);
+
+/// The JSON report: "config", "workload", "summary" (latencies in ms, throughputs per
+/// second) and "requests" (one object per request, times in seconds from the run start).
+nlohmann::json report_json(const BenchReport& r);
+
+/// Writes report_json(r) to `path`.
+Status write_json(const BenchReport& r, const std::string& path);
+
+}  // namespace pdserve::bench

@@ -1,0 +1,26 @@
+// `pdserve quantize IN OUT TYPE`: re-quantise a GGUF model (model::quantize_file).
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "model/quantize.h"
+
+namespace pdserve::cli {
+
+void add_quantize_command(CLI::App& app, QuantizeArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Quantise a GGUF model (F32/F16/BF16 in) to BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M");
+  cmd->add_option("input", a.input, "input GGUF file")->required();
+  cmd->add_option("output", a.output, "output GGUF file")->required();
+  cmd->add_option("type", a.type, "output type")->required();
+}
+
+int run_quantize(const QuantizeArgs& a) {
+  Status s = model::quantize_file(a.input, a.output, a.type);
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pdserve::cli

@@ -1,0 +1,76 @@
+// `pdserve router`: the OpenAI HTTP API in front of decode workers (no inference here):
+// tokenizes with the model's vocabulary, routes each choice to a decode worker by the
+// chosen policy and streams its output back, resuming on another worker if one dies.
+#include <cstdio>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "disagg/router_engine.h"
+#include "disagg/worker_client.h"
+#include "server/http_server.h"
+
+namespace pdserve::cli {
+
+void add_router_command(CLI::App& app, RouterArgs& a) {
+  CLI::App* cmd = app.add_subcommand("router", "route OpenAI API requests to decode workers (PD disaggregation)");
+  cmd->add_option("--model,-m", a.model, "GGUF file of the served model (only its vocabulary is loaded)")->required();
+  cmd->add_option("--model-name", a.model_name, "model id for /v1/models (default: the workers' name)");
+  cmd->add_option("--host", a.host, "bind address")->default_val("127.0.0.1");
+  cmd->add_option("--port", a.port, "TCP port")->default_val(8080)->check(CLI::Range(0, 65535));
+  cmd->add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")->default_val(64)->check(CLI::PositiveNumber);
+  cmd->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC)")->required();
+  cmd->add_option("--decode-long", a.decode_long, "decode workers for long prompts (policy length)");
+  cmd->add_option("--prefill", a.prefill, "prefill workers (informational: decode workers own their prefill list)");
+  cmd->add_option("--policy", a.policy, "routing policy")
+      ->default_val("least_load")
+      ->check(CLI::IsMember({"round_robin", "least_load", "prefix_affinity", "length"}));
+  cmd->add_option("--long-prompt-threshold", a.long_prompt_threshold, "policy length: prompts longer than this many tokens go to --decode-long")
+      ->default_val(1024)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-blocks", a.prefix_blocks, "policy prefix_affinity: prompt blocks hashed for the key")->default_val(2)->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", a.block_size, "policy prefix_affinity: tokens per block")->default_val(16)->check(CLI::PositiveNumber);
+  cmd->add_option("--health-interval-ms", a.health_interval_ms, "how often each worker's Health and Load are polled")->default_val(500)->check(CLI::PositiveNumber);
+  cmd->add_option("--max-attempts", a.max_attempts, "Generate calls per choice before giving up (0: 2 x workers + 2)")->default_val(0)->check(CLI::NonNegativeNumber);
+}
+
+int run_router(const RouterArgs& a) {
+  disagg::RouterConfig cfg;
+  cfg.model_path = a.model;
+  cfg.model_name = a.model_name;
+  for (auto [flag, list, out] : {std::tuple{"--decode", &a.decode, &cfg.decode},
+                                 std::tuple{"--decode-long", &a.decode_long, &cfg.decode_long},
+                                 std::tuple{"--prefill", &a.prefill, &cfg.prefill}}) {
+    for (const auto& item : *list) {
+      auto parsed = disagg::parse_address_list(item);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "error: %s: %s\n", flag, parsed.error().c_str());
+        return 2;
+      }
+      out->insert(out->end(), parsed.value().begin(), parsed.value().end());
+    }
+  }
+  cfg.policy.name = a.policy;
+  cfg.policy.long_prompt_threshold = a.long_prompt_threshold;
+  cfg.policy.prefix_blocks = a.prefix_blocks;
+  cfg.policy.block_size = a.block_size;
+  cfg.health_interval = std::chrono::milliseconds(a.health_interval_ms);
+  cfg.limits.max_attempts = a.max_attempts;
+  if (a.policy == "length" && cfg.decode_long.empty())
+    PDS_LOG_WARN("policy length without --decode-long: every prompt goes to --decode");
+  auto router = disagg::RouterEngine::create(std::move(cfg));
+  if (!router.ok()) {
+    std::fprintf(stderr, "error: %s\n", router.error().c_str());
+    return 1;
+  }
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = a.port;
+  sc.http_threads = a.http_threads;
+  sc.api_key = a.api_key;
+  server::HttpServer srv(*router.value(), sc);
+  const int rc = srv.run();
+  router.value()->shutdown();
+  return rc;
+}
+
+}  // namespace pdserve::cli

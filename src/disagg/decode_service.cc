@@ -1,0 +1,93 @@
+#include "disagg/decode_service.h"
+
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "disagg/proto_convert.h"
+
+namespace pdserve::disagg {
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(50);
+// After aborting, how long to wait for the engine's final delta (its blocks are freed then).
+constexpr auto kAbortDrain = std::chrono::seconds(5);
+
+/// Aborts the request and waits (bounded) until the engine has ended it.
+void abort_and_drain(engine::RequestStream& stream) {
+  stream.abort();
+  const auto deadline = std::chrono::steady_clock::now() + kAbortDrain;
+  engine::StreamDelta d;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (stream.next(d, kPoll) && d.finish != engine::FinishReason::None) return;
+  }
+}
+
+}  // namespace
+
+grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
+                                         grpc::ServerWriter<GenerateResponse>* writer) {
+  std::vector<int32_t> prompt(req->prompt_tokens().begin(), req->prompt_tokens().end());
+  const int prompt_len = static_cast<int>(prompt.size());
+  engine::RequestOptions opts;
+  opts.n = 1;
+  opts.priority = req->priority();
+  opts.cache_salt = req->cache_salt();
+  opts.original_prompt_len = req->original_prompt_len();
+  auto r = engine_.submit_group(std::move(prompt), from_proto(req->params()), opts);
+  if (!r.ok()) {
+    GenerateResponse resp;
+    resp.set_reject_status(400);
+    resp.set_error(r.error());
+    resp.set_finish_reason("error");
+    writer->Write(resp);
+    return grpc::Status::OK;
+  }
+  std::shared_ptr<engine::RequestStream> stream = std::move(r.value()[0]);
+  GenerateResponse accepted;
+  accepted.set_prompt_tokens(prompt_len);
+  if (!writer->Write(accepted)) {
+    abort_and_drain(*stream);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+  }
+  while (true) {
+    if (ctx->IsCancelled()) {
+      PDS_LOG_DEBUG("generate {}: cancelled by the caller", req->request_id());
+      abort_and_drain(*stream);
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the caller");
+    }
+    engine::StreamDelta d;
+    if (!stream->next(d, kPoll)) continue;
+    const bool last = d.finish != engine::FinishReason::None;
+    GenerateResponse resp;
+    to_proto(d, &resp);
+    if (!writer->Write(resp)) {
+      if (!last) abort_and_drain(*stream);
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+    }
+    if (last) return grpc::Status::OK;
+  }
+}
+
+grpc::Status DecodeServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* resp) {
+  resp->set_ok(true);
+  resp->set_role("decode");
+  resp->set_model_name(engine_.model_name());
+  resp->set_context_length(engine_.context_length());
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeServiceImpl::Load(grpc::ServerContext*, const LoadRequest*, LoadResponse* resp) {
+  const engine::EngineStats s = engine_.stats();
+  resp->set_requests_running(s.requests_running);
+  resp->set_requests_waiting(s.requests_waiting);
+  resp->set_kv_blocks_total(s.kv_blocks_total);
+  resp->set_kv_blocks_used(s.kv_blocks_used);
+  resp->set_kv_blocks_cached(s.kv_blocks_cached);
+  resp->set_kv_blocks_free(s.kv_blocks_free);
+  return grpc::Status::OK;
+}
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,35 @@
+// The decode worker's gRPC service (DecodeService in proto/pdserve.proto) over any
+// engine::Engine: Generate streams one request's output deltas; Health and Load report
+// the worker's state to the router.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "disagg/proto/pdserve.grpc.pb.h"
+#include "engine/engine.h"
+
+namespace pdserve::disagg {
+
+/// Stream of a Generate call:
+///   refused by the engine  → one message {reject_status 400, error, finish_reason "error"};
+///   accepted               → first an empty "accepted" message (no tokens, no finish,
+///                            prompt_tokens set), then one message per engine delta, the
+///                            last with finish_reason set.
+/// The status is OK in both cases. When the caller cancels (or a write fails) the engine
+/// request is aborted before the call returns.
+class DecodeServiceImpl final : public DecodeService::Service {
+ public:
+  explicit DecodeServiceImpl(engine::Engine& engine) : engine_(engine) {}
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
+                        grpc::ServerWriter<GenerateResponse>* writer) override;
+  /// ok, role "decode", the engine's model name and context length.
+  grpc::Status Health(grpc::ServerContext* ctx, const HealthRequest* req, HealthResponse* resp) override;
+  /// The engine's request and KV block counters.
+  grpc::Status Load(grpc::ServerContext* ctx, const LoadRequest* req, LoadResponse* resp) override;
+
+ private:
+  engine::Engine& engine_;
+};
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,224 @@
+#include "disagg/prefill_client.h"
+
+#include <chrono>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "disagg/grpc_options.h"
+#include "disagg/kv_codec.h"
+#include "disagg/prefill_service.h"
+#include "disagg/proto_convert.h"
+
+namespace pdserve::disagg {
+
+struct GrpcKvSource::Attempt {
+  bool ok = false;
+  bool cancelled = false;
+  std::string reason;   // failure reason label: checksum, timeout, stream, handshake, rejected, incomplete
+  std::string error;
+  engine::TokenLogprob first;
+};
+
+GrpcKvSource::GrpcKvSource(KvSourceConfig cfg, std::shared_ptr<engine::TransferMetrics> metrics)
+    : cfg_(std::move(cfg)), metrics_(std::move(metrics)) {
+  for (const auto& a : cfg_.prefill_addrs) {
+    auto w = std::make_unique<Worker>();
+    w->addr = a;
+    w->stub = PrefillService::NewStub(make_channel(a));
+    workers_.push_back(std::move(w));
+  }
+  for (auto& w : workers_) check_health(*w);
+  health_ = std::thread([this] { health_loop(); });
+}
+
+GrpcKvSource::~GrpcKvSource() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    for (auto& [id, ctx] : live_) ctx->TryCancel();
+  }
+  cv_.notify_all();
+  if (health_.joinable()) health_.join();
+  for (auto& t : threads_) t.thread.join();
+}
+
+void GrpcKvSource::check_health(Worker& w) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  HealthRequest req;
+  HealthResponse res;
+  const bool ok = w.stub->Health(&ctx, req, &res).ok() && res.ok();
+  if (ok != w.healthy.load()) PDS_LOG_INFO("prefill worker {} is {}", w.addr, ok ? "healthy" : "unreachable");
+  w.healthy = ok;
+}
+
+void GrpcKvSource::health_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(500));
+    if (stop_) break;
+    lk.unlock();
+    for (auto& w : workers_) check_health(*w);
+    lk.lock();
+  }
+}
+
+bool GrpcKvSource::available() {
+  for (auto& w : workers_)
+    if (w->healthy) return true;
+  return false;
+}
+
+void GrpcKvSource::cancel(int64_t seq_id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancelled_[seq_id] = true;
+  if (auto it = live_.find(seq_id); it != live_.end()) it->second->TryCancel();
+}
+
+void GrpcKvSource::start(engine::RemotePrefillTask task, engine::KvBlockAccess& blocks,
+                         std::function<void(engine::RemotePrefillResult)> done) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->finished->load()) {
+      it->thread.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  threads_.push_back({std::thread([this, task = std::move(task), b = &blocks, done = std::move(done), finished]() mutable {
+                        run(std::move(task), b, std::move(done));
+                        finished->store(true);
+                      }),
+                      finished});
+}
+
+GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefillTask& task,
+                                            engine::KvBlockAccess& blocks) {
+  Attempt out;
+  const engine::KvLayout& layout = blocks.layout();
+  const int total = static_cast<int>(task.block_ids.size());
+  PrefillRequest req;
+  req.set_request_id(std::to_string(task.seq_id));
+  req.mutable_prompt_tokens()->Add(task.prompt.begin(), task.prompt.end());
+  to_proto(task.params, req.mutable_params());
+  req.set_num_cached_blocks(task.num_cached_blocks);
+  *req.mutable_spec() = to_spec(layout);
+  req.set_codec(cfg_.codec);
+  req.set_zstd_level(cfg_.zstd_level);
+  req.set_cache_salt(task.cache_salt);
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(cfg_.transfer_timeout_s * 1000)));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cancelled_[task.seq_id] || stop_) {
+      out.cancelled = true;
+      return out;
+    }
+    live_[task.seq_id] = &ctx;
+  }
+  // filled[layer][block]: written and verified
+  std::vector<std::vector<char>> filled(layout.n_layers, std::vector<char>(total, 0));
+  std::unique_ptr<grpc::ClientReader<PrefillResponse>> reader = w.stub->Prefill(&ctx, req);
+  PrefillResponse res;
+  bool got_first = false;
+  std::string k, v;
+  while (reader->Read(&res)) {
+    if (res.has_block()) {
+      const CacheBlock& b = res.block();
+      if (b.layer() < 0 || b.layer() >= layout.n_layers || b.first_block() < task.num_cached_blocks ||
+          b.block_count() <= 0 || b.first_block() + b.block_count() > total) {
+        out.reason = "protocol";
+        out.error = "block range out of bounds";
+        ctx.TryCancel();
+        break;
+      }
+      Status s = decode_blocks(b, layout.block_bytes, k, v);
+      if (!s.ok()) {
+        out.reason = s.message() == "checksum mismatch" ? "checksum" : "decode";
+        out.error = s.message() + " (layer " + std::to_string(b.layer()) + ", block " + std::to_string(b.first_block()) + ")";
+        ctx.TryCancel();
+        break;
+      }
+      for (int i = 0; i < b.block_count(); ++i) {
+        blocks.write(b.layer(), task.block_ids[b.first_block() + i], k.data() + i * layout.block_bytes,
+                     v.data() + i * layout.block_bytes);
+        filled[b.layer()][b.first_block() + i] = 1;
+      }
+      if (metrics_) metrics_->add_bytes(b.codec(), static_cast<int64_t>(b.k().size() + b.v().size()));
+    } else if (res.has_first()) {
+      got_first = true;
+      out.first = from_proto(res.first().token());
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    live_.erase(task.seq_id);
+    if (cancelled_[task.seq_id]) out.cancelled = true;
+  }
+  if (!out.reason.empty()) return out;
+  if (!st.ok()) {
+    switch (st.error_code()) {
+      case grpc::StatusCode::DEADLINE_EXCEEDED: out.reason = "timeout"; break;
+      case grpc::StatusCode::FAILED_PRECONDITION: out.reason = "handshake"; break;
+      case grpc::StatusCode::INVALID_ARGUMENT: out.reason = "rejected"; break;
+      case grpc::StatusCode::CANCELLED: out.reason = "cancelled"; break;
+      default: out.reason = "stream"; break;
+    }
+    out.error = st.error_message();
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) w.healthy = false;
+    return out;
+  }
+  // Success only when every block of every layer arrived and verified, then the token.
+  for (int l = 0; l < layout.n_layers && got_first; ++l)
+    for (int b = task.num_cached_blocks; b < total; ++b)
+      if (!filled[l][b]) got_first = false;
+  if (!got_first) {
+    out.reason = "incomplete";
+    out.error = "the stream ended before every block and the first token arrived";
+    return out;
+  }
+  out.ok = true;
+  return out;
+}
+
+void GrpcKvSource::run(engine::RemotePrefillTask task, engine::KvBlockAccess* blocks,
+                       std::function<void(engine::RemotePrefillResult)> done) {
+  engine::RemotePrefillResult result;
+  result.seq_id = task.seq_id;
+  const double t0 = now_seconds();
+  std::string errors;
+  const size_t n = workers_.size();
+  const size_t start = rr_++;
+  for (size_t i = 0; i < n; ++i) {
+    Worker& w = *workers_[(start + i) % n];
+    if (!w.healthy) continue;
+    Attempt a = attempt(w, task, *blocks);
+    if (a.ok) {
+      result.ok = true;
+      result.first = a.first;
+      if (metrics_) metrics_->add_transfer_seconds(now_seconds() - t0);
+      break;
+    }
+    if (a.cancelled) {
+      errors = "cancelled";
+      break;
+    }
+    if (metrics_) metrics_->add_failure(a.reason);
+    PDS_LOG_WARN("KV transfer from {} failed ({}: {})", w.addr, a.reason, a.error);
+    errors += (errors.empty() ? "" : "; ") + w.addr + ": " + a.reason + " (" + a.error + ")";
+    if (a.reason == "handshake") break;  // every worker of the cluster would refuse the same way
+  }
+  if (!result.ok) result.error = errors.empty() ? "no healthy prefill worker" : errors;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancelled_.erase(task.seq_id);
+  }
+  done(std::move(result));
+}
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,73 @@
+// The decode worker's KV source: asks a prefill worker to run a prompt and writes the
+// streamed CacheBlocks straight into the sequence's pre-allocated blocks. Failure rules
+// (../shared/DESIGN.md §1): a checksum mismatch, a broken stream, a timeout or a dead
+// worker ⇒ try another healthy prefill worker; when none is left, report failure so the
+// engine recomputes locally — it never decodes over unfilled KV.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "disagg/proto/pdserve.grpc.pb.h"
+#include "engine/kv_transfer.h"
+
+namespace pdserve::disagg {
+
+struct KvSourceConfig {
+  std::vector<std::string> prefill_addrs;  // host:port
+  std::string codec = "none";              // none | zstd
+  int zstd_level = 1;
+  double transfer_timeout_s = 30;          // per attempt (--kv-transfer-timeout)
+};
+
+class GrpcKvSource final : public engine::KvSource {
+ public:
+  GrpcKvSource(KvSourceConfig cfg, std::shared_ptr<engine::TransferMetrics> metrics);
+  ~GrpcKvSource() override;
+
+  bool available() override;
+  void start(engine::RemotePrefillTask task, engine::KvBlockAccess& blocks,
+             std::function<void(engine::RemotePrefillResult)> done) override;
+  void cancel(int64_t seq_id) override;
+
+ private:
+  struct Worker {
+    std::string addr;
+    std::unique_ptr<PrefillService::Stub> stub;
+    std::atomic<bool> healthy{false};
+  };
+  struct Attempt;  // outcome of one Prefill call
+  void health_loop();
+  void check_health(Worker& w);
+  void run(engine::RemotePrefillTask task, engine::KvBlockAccess* blocks,
+           std::function<void(engine::RemotePrefillResult)> done);
+  Attempt attempt(Worker& w, const engine::RemotePrefillTask& task, engine::KvBlockAccess& blocks);
+
+  KvSourceConfig cfg_;
+  std::shared_ptr<engine::TransferMetrics> metrics_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<size_t> rr_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::map<int64_t, grpc::ClientContext*> live_;  // seq id → its current call
+  std::map<int64_t, bool> cancelled_;
+  struct Transfer {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::list<Transfer> threads_;  // finished ones are joined at the next start()
+  std::thread health_;
+};
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,85 @@
+#include "disagg/proto_convert.h"
+
+namespace pdserve::disagg {
+
+void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
+  out->set_temperature(in.temperature);
+  out->set_top_p(in.top_p);
+  out->set_top_k(in.top_k);
+  out->set_has_seed(in.seed.has_value());
+  out->set_seed(in.seed.value_or(0));
+  out->set_max_tokens(in.max_tokens);
+  out->clear_stop();
+  for (const auto& s : in.stop) out->add_stop(s);
+  out->set_top_logprobs(in.top_logprobs);
+  out->set_ignore_eos(in.ignore_eos);
+}
+
+engine::SamplingParams from_proto(const SamplingParams& in) {
+  engine::SamplingParams p;
+  p.temperature = in.temperature();
+  p.top_p = in.top_p();
+  p.top_k = in.top_k();
+  if (in.has_seed()) p.seed = in.seed();
+  p.max_tokens = in.max_tokens();
+  p.stop.assign(in.stop().begin(), in.stop().end());
+  p.top_logprobs = in.top_logprobs();
+  p.ignore_eos = in.ignore_eos();
+  return p;
+}
+
+void to_proto(const engine::TokenLogprob& in, TokenLogprob* out) {
+  out->set_token(in.token);
+  out->set_logprob(in.logprob);
+  out->clear_top();
+  for (const auto& [tok, lp] : in.top) {
+    TopLogprob* t = out->add_top();
+    t->set_token(tok);
+    t->set_logprob(lp);
+  }
+}
+
+engine::TokenLogprob from_proto(const TokenLogprob& in) {
+  engine::TokenLogprob lp;
+  lp.token = in.token();
+  lp.logprob = in.logprob();
+  lp.top.reserve(static_cast<size_t>(in.top_size()));
+  for (const auto& t : in.top()) lp.top.emplace_back(t.token(), t.logprob());
+  return lp;
+}
+
+void to_proto(const engine::StreamDelta& in, GenerateResponse* out) {
+  out->mutable_tokens()->Assign(in.tokens.begin(), in.tokens.end());
+  out->clear_logprobs();
+  for (const auto& lp : in.logprobs) to_proto(lp, out->add_logprobs());
+  out->set_text(in.text);
+  out->set_finish_reason(engine::finish_reason_name(in.finish));
+  out->set_error(in.error);
+  out->set_prompt_tokens(in.prompt_tokens);
+  out->set_completion_tokens(in.completion_tokens);
+  out->set_cached_tokens(in.cached_tokens);
+}
+
+engine::StreamDelta from_proto(const GenerateResponse& in) {
+  engine::StreamDelta d;
+  d.tokens.assign(in.tokens().begin(), in.tokens().end());
+  d.logprobs.reserve(static_cast<size_t>(in.logprobs_size()));
+  for (const auto& lp : in.logprobs()) d.logprobs.push_back(from_proto(lp));
+  d.text = in.text();
+  d.finish = finish_reason_from_name(in.finish_reason());
+  d.error = in.error();
+  d.prompt_tokens = in.prompt_tokens();
+  d.completion_tokens = in.completion_tokens();
+  d.cached_tokens = in.cached_tokens();
+  return d;
+}
+
+engine::FinishReason finish_reason_from_name(std::string_view name) {
+  if (name.empty()) return engine::FinishReason::None;
+  if (name == "stop") return engine::FinishReason::Stop;
+  if (name == "length") return engine::FinishReason::Length;
+  if (name == "abort") return engine::FinishReason::Abort;
+  return engine::FinishReason::Error;
+}
+
+}  // namespace pdserve::disagg

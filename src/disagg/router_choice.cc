@@ -1,0 +1,311 @@
+#include "disagg/router_choice.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/log.h"
+#include "disagg/proto_convert.h"
+
+namespace pdserve::disagg {
+
+RoutedChoice::RoutedChoice(ChoiceHost& host, Request req, std::shared_ptr<engine::RequestStream> out,
+                           ChoiceLimits limits, std::function<void(const ChoiceOutcome&)> on_done)
+    : host_(host), req_(std::move(req)), out_(std::move(out)), limits_(limits), on_done_(std::move(on_done)),
+      submitted_(std::chrono::steady_clock::now()), decoder_(host.tokenizer()), stop_(req_.params.stop) {
+  outcome_.prompt_tokens = static_cast<int>(req_.prompt.size());
+}
+
+RoutedChoice::~RoutedChoice() {
+  join();
+  if (reader_) {
+    cancel_call();
+    close_call();
+  }
+}
+
+void RoutedChoice::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool RoutedChoice::stopping() const { return out_->aborted() || host_.shutting_down(); }
+
+double RoutedChoice::since_submit() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count();
+}
+
+GenerateRequest RoutedChoice::make_request() const {
+  GenerateRequest r;
+  r.set_request_id(req_.id);
+  r.mutable_prompt_tokens()->Reserve(static_cast<int>(req_.prompt.size() + delivered_.size()));
+  r.mutable_prompt_tokens()->Add(req_.prompt.begin(), req_.prompt.end());
+  r.mutable_prompt_tokens()->Add(delivered_.begin(), delivered_.end());
+  to_proto(req_.params, r.mutable_params());
+  if (!delivered_.empty()) {
+    r.set_original_prompt_len(static_cast<int>(req_.prompt.size()));
+    if (req_.params.max_tokens > 0)
+      r.mutable_params()->set_max_tokens(req_.params.max_tokens - static_cast<int>(delivered_.size()));
+  }
+  r.set_priority(req_.priority);
+  r.set_cache_salt(req_.cache_salt);
+  return r;
+}
+
+RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, std::string* error) {
+  const GenerateRequest request = make_request();
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  auto reader = w->stub().Generate(ctx.get(), request);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ctx_ = std::move(ctx);
+    reader_ = std::move(reader);
+    worker_ = w;
+    call_opened_ = std::chrono::steady_clock::now();
+    failures_at_open_ = w->consecutive_failures();
+    accepted_ = false;
+    cancel_sent_ = false;
+  }
+  GenerateResponse first;
+  if (!reader_->Read(&first)) {
+    const grpc::Status st = close_call();
+    *error = w->address() + ": " + (st.ok() ? std::string("the call ended without an answer") : st.error_message());
+    if (!stopping()) w->mark_failed(*error);
+    return Opened::Failed;
+  }
+  if (first.reject_status() != 0) {
+    *error = first.error().empty() ? "the decode worker refused the request" : first.error();
+    cancel_call();
+    close_call();
+    return Opened::Rejected;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    accepted_ = true;
+  }
+  if (outcome_.queue_s == 0) outcome_.queue_s = since_submit();
+  if (first.tokens_size() > 0 || !first.finish_reason().empty())
+    pending_first_ = std::make_unique<GenerateResponse>(std::move(first));
+  return Opened::Accepted;
+}
+
+RoutedChoice::Opened RoutedChoice::open_somewhere(std::string* error) {
+  while (true) {
+    if (stopping()) {
+      *error = "the request was aborted";
+      return Opened::Failed;
+    }
+    if (attempts_ >= limits_.max_attempts) {
+      *error = "no decode worker could serve the request (" + std::to_string(attempts_) +
+               " attempts; last error: " + last_error_ + ")";
+      return Opened::Failed;
+    }
+    const std::vector<WorkerClient*> cands = host_.candidates(req_.prompt, failed_);
+    if (cands.empty()) {
+      *error = "no decode workers are configured";
+      return Opened::Failed;
+    }
+    WorkerClient* w = cands.front();
+    if (attempts_ > 0 && !w->healthy()) {
+      // Only failed workers are left: give them a moment to come back.
+      const auto until = std::chrono::steady_clock::now() + std::min(std::chrono::milliseconds(250) * attempts_,
+                                                                     std::chrono::milliseconds(2000));
+      while (std::chrono::steady_clock::now() < until && !stopping())
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (stopping()) continue;
+    }
+    ++attempts_;
+    resumed_attempt_ = !delivered_.empty();
+    w->note_routed();
+    std::string err;
+    const Opened r = start_call(w, &err);
+    if (r != Opened::Failed) {
+      if (r == Opened::Rejected) *error = err;
+      return r;
+    }
+    last_error_ = err;
+    failed_.erase(std::remove(failed_.begin(), failed_.end(), w), failed_.end());
+    failed_.push_back(w);
+    if (!stopping()) PDS_LOG_WARN("request {}: {}; trying another decode worker", req_.id, err);
+  }
+}
+
+Status RoutedChoice::open() {
+  std::string err;
+  if (open_somewhere(&err) == Opened::Accepted) return Status::Ok();
+  done_.store(true);
+  return Status::Error(err);
+}
+
+void RoutedChoice::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void RoutedChoice::abandon() {
+  if (reader_) {
+    cancel_call();
+    close_call();
+  }
+  done_.store(true);
+}
+
+void RoutedChoice::cancel_call() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (ctx_ && !cancel_sent_) {
+    cancel_sent_ = true;
+    ctx_->TryCancel();
+  }
+}
+
+grpc::Status RoutedChoice::close_call() {
+  grpc::Status st = reader_ ? reader_->Finish() : grpc::Status::OK;
+  std::lock_guard<std::mutex> lk(mu_);
+  reader_.reset();
+  ctx_.reset();
+  worker_ = nullptr;
+  return st;
+}
+
+void RoutedChoice::watch() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!ctx_ || cancel_sent_) return;
+  const char* why = nullptr;
+  if (stopping()) {
+    why = nullptr;
+  } else if (worker_ && worker_->consecutive_failures() >= failures_at_open_ + limits_.dead_after_failures) {
+    why = "its decode worker stopped answering health checks";
+  } else if (!accepted_ && std::chrono::steady_clock::now() - call_opened_ > limits_.accept_timeout) {
+    why = "its decode worker did not answer Generate in time";
+  } else {
+    return;
+  }
+  if (why) PDS_LOG_WARN("request {}: cutting the call: {}", req_.id, why);
+  cancel_sent_ = true;
+  ctx_->TryCancel();
+}
+
+void RoutedChoice::finish(engine::StreamDelta d, engine::FinishReason reason) {
+  d.finish = reason;
+  d.prompt_tokens = static_cast<int>(req_.prompt.size());
+  d.completion_tokens = static_cast<int>(delivered_.size());
+  d.cached_tokens = cached_tokens_;
+  outcome_.finish = reason;
+  outcome_.completion_tokens = d.completion_tokens;
+  outcome_.e2e_s = since_submit();
+  out_->push(std::move(d));
+}
+
+bool RoutedChoice::handle(const GenerateResponse& msg) {
+  using engine::FinishReason;
+  engine::StreamDelta d;
+  if (msg.reject_status() != 0) {
+    d.error = msg.error().empty() ? "the decode worker refused the resumed request" : msg.error();
+    finish(std::move(d), FinishReason::Error);
+    return true;
+  }
+  if (!resumed_attempt_ && msg.cached_tokens() > 0) cached_tokens_ = msg.cached_tokens();
+  const FinishReason wfinish = finish_reason_from_name(msg.finish_reason());
+  const bool worker_done = wfinish == FinishReason::Stop || wfinish == FinishReason::Length;
+  FinishReason reason = FinishReason::None;
+  const int n = msg.tokens_size();
+  // Mirrors the engine's per-token step (engine.cc process_token) on the router's copy of
+  // the output, so text and stop strings are right across a resume.
+  for (int i = 0; i < n && reason == FinishReason::None; ++i) {
+    const int32_t t = msg.tokens(i);
+    delivered_.push_back(t);
+    d.tokens.push_back(t);
+    if (i < msg.logprobs_size()) d.logprobs.push_back(from_proto(msg.logprobs(i)));
+    if (outcome_.ttft_s < 0) outcome_.ttft_s = since_submit();
+    if (!req_.params.ignore_eos && host_.tokenizer().is_eog(t)) {
+      reason = FinishReason::Stop;
+    } else {
+      d.text += stop_.feed(decoder_.push(t));
+      if (stop_.stopped()) reason = FinishReason::Stop;
+      else if (req_.params.max_tokens > 0 && static_cast<int>(delivered_.size()) >= req_.params.max_tokens)
+        reason = FinishReason::Length;
+      else if (i == n - 1 && worker_done) reason = wfinish;  // e.g. the context end
+    }
+  }
+  if (reason == FinishReason::None) {
+    if (worker_done) {
+      reason = wfinish;
+    } else if (wfinish == FinishReason::Error) {
+      d.error = msg.error().empty() ? "generation failed on the decode worker" : msg.error();
+      finish(std::move(d), FinishReason::Error);
+      return true;
+    } else if (wfinish == FinishReason::Abort && stopping()) {
+      finish(std::move(d), FinishReason::Abort);
+      return true;
+    }
+    // An abort the router did not ask for (worker shutting down): the call ends and the
+    // choice resumes elsewhere.
+  }
+  if (reason != FinishReason::None) {
+    if (!stop_.stopped()) d.text += stop_.feed(decoder_.flush()) + stop_.flush();
+    finish(std::move(d), reason);
+    return true;
+  }
+  if (!d.tokens.empty() || !d.text.empty()) {
+    d.prompt_tokens = static_cast<int>(req_.prompt.size());
+    d.completion_tokens = static_cast<int>(delivered_.size());
+    d.cached_tokens = cached_tokens_;
+    out_->push(std::move(d));
+  }
+  return false;
+}
+
+void RoutedChoice::run() {
+  bool finished = false;
+  if (pending_first_) {
+    auto first = std::move(pending_first_);
+    finished = handle(*first);
+  }
+  while (!finished) {
+    GenerateResponse msg;
+    while (reader_->Read(&msg)) {
+      if ((finished = handle(msg))) break;
+    }
+    if (finished) break;
+    WorkerClient* w = worker_;
+    const grpc::Status st = close_call();
+    if (stopping()) {
+      finish({}, engine::FinishReason::Abort);
+      finished = true;
+      break;
+    }
+    const std::string why =
+        w->address() + ": " + (st.ok() ? std::string("the stream ended before the request finished") : st.error_message());
+    if (!st.ok()) w->mark_failed(why);
+    last_error_ = why;
+    failed_.erase(std::remove(failed_.begin(), failed_.end(), w), failed_.end());
+    failed_.push_back(w);
+    if (!delivered_.empty()) ++outcome_.resumes;
+    PDS_LOG_WARN("request {}: decode worker {} failed after {} tokens ({}); {} on another worker", req_.id,
+                 w->address(), delivered_.size(), why, delivered_.empty() ? "retrying" : "resuming");
+    std::string err;
+    const Opened r = open_somewhere(&err);
+    if (r == Opened::Accepted) {
+      if (pending_first_) {
+        auto first = std::move(pending_first_);
+        finished = handle(*first);
+      }
+      continue;
+    }
+    if (stopping()) {
+      finish({}, engine::FinishReason::Abort);
+    } else {
+      engine::StreamDelta d;
+      d.error = err;
+      finish(std::move(d), engine::FinishReason::Error);
+    }
+    finished = true;
+  }
+  if (reader_) {
+    // Finished by the router or by the worker's last message: end the call either way
+    // (cancelling a call whose status is already in is harmless).
+    cancel_call();
+    close_call();
+  }
+  if (on_done_) on_done_(outcome_);
+  done_.store(true);
+}
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,100 @@
+// RouterEngine: the engine::Engine of `pdserve router`. It does no inference: it holds
+// the model's tokenizer (for the HTTP layer and for routing), picks a decode worker per
+// choice with a RoutingPolicy and streams the worker's Generate output back, with retry
+// before the first token and resume after it (router_choice.h). A health checker polls
+// every worker's Health and Load; the HTTP server runs over this engine unchanged.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "disagg/router_choice.h"
+#include "disagg/routing_policy.h"
+#include "disagg/worker_client.h"
+#include "engine/engine.h"
+#include "engine/metrics.h"
+
+namespace pdserve::disagg {
+
+struct RouterConfig {
+  std::string model_path;                 // GGUF whose vocabulary is loaded (weights unused)
+  std::string model_name;                 // "" ⇒ the workers' name (else the file stem)
+  std::vector<std::string> decode;        // HOST:PORT of the decode workers
+  std::vector<std::string> decode_long;   // the long-prompt group (policy "length")
+  std::vector<std::string> prefill;       // informational: decode workers own their prefill list
+  PolicyConfig policy;
+  std::chrono::milliseconds health_interval{500};
+  std::chrono::milliseconds health_timeout{1000};
+  std::chrono::milliseconds startup_wait{10000};  // create(): wait this long for a healthy worker
+  ChoiceLimits limits;                    // max_attempts 0 ⇒ 2 × workers + 2
+};
+
+class RouterEngine final : public engine::Engine, private ChoiceHost {
+ public:
+  /// Loads the tokenizer from cfg.model_path, connects to the workers, starts the
+  /// health checker and waits (up to cfg.startup_wait) for a worker to answer.
+  static Result<std::unique_ptr<RouterEngine>> create(RouterConfig cfg);
+  /// Over a given tokenizer (tests). Starts the health checker; does not wait.
+  RouterEngine(RouterConfig cfg, std::unique_ptr<tokenizer::Tokenizer> tok, std::unique_ptr<RoutingPolicy> policy);
+  ~RouterEngine() override;
+
+  Result<std::shared_ptr<engine::RequestStream>> submit(std::vector<int32_t> prompt,
+                                                        const engine::SamplingParams& params) override;
+  /// Each choice k (seed + k when seeded) is routed on its own. Errors: a bad prompt, a
+  /// worker's refusal (its message), no reachable worker.
+  Result<std::vector<std::shared_ptr<engine::RequestStream>>> submit_group(std::vector<int32_t> prompt,
+                                                                           const engine::SamplingParams& params,
+                                                                           const engine::RequestOptions& opts) override;
+  const tokenizer::Tokenizer& tokenizer() const override { return *tok_; }
+  /// Fixed at start: the configured name, else the first healthy worker's, else the file stem.
+  const std::string& model_name() const override { return model_name_; }
+  /// The smallest context length among healthy workers (the last known when none is).
+  int context_length() const override;
+  /// Sums over the healthy workers' last Load; token totals are the router's.
+  engine::EngineStats stats() const override;
+  engine::MetricsSnapshot metrics() const override;
+  void shutdown() override;
+
+  /// Waits up to `timeout` until some worker is healthy; true if one is.
+  bool wait_for_healthy_worker(std::chrono::milliseconds timeout) const;
+  const std::vector<std::unique_ptr<WorkerClient>>& workers() const { return workers_; }
+  const RoutingPolicy& policy() const { return *policy_; }
+
+ private:
+  struct Group;  // the choices of one submit_group, for the metrics
+
+  std::vector<WorkerClient*> candidates(const std::vector<int32_t>& prompt,
+                                        const std::vector<WorkerClient*>& failed) override;
+  bool shutting_down() const override { return stopping_.load(); }
+  void watch_loop();
+  void record(Group& g, int choice, const ChoiceOutcome& o);
+
+  RouterConfig cfg_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<RoutingPolicy> policy_;
+  std::vector<std::unique_ptr<WorkerClient>> workers_;
+  std::unique_ptr<HealthChecker> health_;
+  std::string model_name_;
+  mutable std::atomic<int> last_context_length_{0};
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mu_;  // choices_, watch_stop_
+  std::condition_variable watch_cv_;
+  std::vector<std::shared_ptr<RoutedChoice>> choices_;
+  bool watch_stop_ = false;
+  std::thread watcher_;
+
+  engine::EngineMetrics metrics_;
+  std::atomic<int64_t> prompt_tokens_{0}, generation_tokens_{0};
+};
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,153 @@
+#include "disagg/worker_client.h"
+
+#include <cctype>
+
+#include "base/log.h"
+
+namespace pdserve::disagg {
+
+Result<std::vector<std::string>> parse_address_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::string item;
+  auto flush = [&]() -> Status {
+    if (item.empty()) return Status::Ok();
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      return Status::Error("'" + item + "' is not HOST:PORT");
+    for (size_t i = colon + 1; i < item.size(); ++i)
+      if (!std::isdigit(static_cast<unsigned char>(item[i]))) return Status::Error("'" + item + "' has no numeric port");
+    out.push_back(item);
+    item.clear();
+    return Status::Ok();
+  };
+  for (char c : list) {
+    if (c == ',') {
+      if (Status s = flush(); !s.ok()) return s;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      item += c;
+    }
+  }
+  if (Status s = flush(); !s.ok()) return s;
+  return out;
+}
+
+std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+WorkerClient::WorkerClient(std::string address, bool long_group)
+    : address_(std::move(address)), long_group_(long_group), channel_(make_worker_channel(address_)),
+      stub_(DecodeService::NewStub(channel_)) {
+  snap_.address = address_;
+}
+
+bool WorkerClient::check(std::chrono::milliseconds timeout) {
+  HealthResponse health;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    grpc::Status st = stub_->Health(&ctx, HealthRequest(), &health);
+    if (!st.ok()) {
+      set_failure("Health: " + st.error_message(), true);
+      return false;
+    }
+  }
+  if (!health.ok() || health.role() != "decode") {
+    set_failure(health.ok() ? "role is '" + health.role() + "', not 'decode'" : "worker reports not ok", true);
+    return false;
+  }
+  LoadResponse load;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    grpc::Status st = stub_->Load(&ctx, LoadRequest(), &load);
+    if (!st.ok()) {
+      set_failure("Load: " + st.error_message(), true);
+      return false;
+    }
+  }
+  bool was_healthy;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    was_healthy = snap_.healthy;
+    snap_.healthy = snap_.ever_healthy = true;
+    snap_.consecutive_failures = 0;
+    snap_.model_name = health.model_name();
+    snap_.context_length = health.context_length();
+    snap_.load = load;
+    snap_.last_error.clear();
+    routed_since_load_.store(0);
+    failures_.store(0);
+    healthy_.store(true);
+  }
+  if (!was_healthy) PDS_LOG_INFO("decode worker {} is healthy ({}, context {})", address_, health.model_name(), health.context_length());
+  return true;
+}
+
+void WorkerClient::mark_failed(const std::string& why) { set_failure(why, false); }
+
+void WorkerClient::set_failure(const std::string& why, bool count) {
+  bool was_healthy;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    was_healthy = snap_.healthy;
+    snap_.healthy = false;
+    if (count) snap_.consecutive_failures = failures_.fetch_add(1) + 1;
+    snap_.last_error = why;
+    healthy_.store(false);
+  }
+  if (was_healthy) PDS_LOG_WARN("decode worker {} is unhealthy: {}", address_, why);
+}
+
+WorkerSnapshot WorkerClient::snapshot() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return snap_;
+}
+
+WorkerView WorkerClient::view() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  WorkerView v;
+  v.address = address_;
+  v.healthy = snap_.healthy;
+  v.long_group = long_group_;
+  v.load = snap_.load.requests_running() + snap_.load.requests_waiting() + routed_since_load_.load();
+  const int64_t total = snap_.load.kv_blocks_total();
+  v.kv_usage = total > 0 ? static_cast<double>(snap_.load.kv_blocks_used()) / static_cast<double>(total) : 0.0;
+  return v;
+}
+
+HealthChecker::HealthChecker(std::vector<WorkerClient*> workers, std::chrono::milliseconds interval,
+                             std::chrono::milliseconds timeout)
+    : workers_(std::move(workers)), interval_(interval), timeout_(timeout) {}
+
+void HealthChecker::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!threads_.empty()) return;
+  stop_ = false;
+  for (WorkerClient* w : workers_) threads_.emplace_back([this, w] { loop(w); });
+}
+
+void HealthChecker::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void HealthChecker::loop(WorkerClient* w) {
+  while (true) {
+    w->check(timeout_);
+    std::unique_lock<std::mutex> lk(mu_);
+    if (cv_.wait_for(lk, interval_, [&] { return stop_; })) return;
+  }
+}
+
+}  // namespace pdserve::disagg

@@ -1,0 +1,103 @@
+// The router's view of its decode workers: a gRPC channel and stub per worker, the
+// worker's health and load as last observed, and a health checker that refreshes them.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "disagg/proto/pdserve.grpc.pb.h"
+#include "disagg/routing_policy.h"
+
+namespace pdserve::disagg {
+
+/// Parses "host:port[,host:port...]" (spaces and empty items ignored); error for an item
+/// without a numeric port.
+Result<std::vector<std::string>> parse_address_list(const std::string& list);
+
+/// An insecure channel to `address` that reconnects quickly (≤ 1 s backoff), so a
+/// restarted worker is usable again within about a second.
+std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& address);
+
+/// What the last successful Health and Load calls said.
+struct WorkerSnapshot {
+  std::string address;
+  bool healthy = false;
+  bool ever_healthy = false;
+  int consecutive_failures = 0;
+  std::string model_name;
+  int context_length = 0;
+  LoadResponse load;
+  std::string last_error;
+};
+
+/// One decode worker. Thread-safe.
+class WorkerClient {
+ public:
+  WorkerClient(std::string address, bool long_group);
+  const std::string& address() const { return address_; }
+  bool long_group() const { return long_group_; }
+  DecodeService::Stub& stub() { return *stub_; }
+
+  /// One Health + Load round trip (each bounded by `timeout`). Updates the snapshot;
+  /// returns whether the worker answered as a healthy decode worker.
+  bool check(std::chrono::milliseconds timeout);
+  /// A call to the worker failed: unhealthy until a later check succeeds.
+  void mark_failed(const std::string& why);
+  /// A request was routed here: counts as load until the next Load report.
+  void note_routed() { routed_since_load_.fetch_add(1); }
+
+  bool healthy() const { return healthy_.load(); }
+  int consecutive_failures() const { return failures_.load(); }
+  WorkerSnapshot snapshot() const;
+  /// The policy's view (load = running + waiting + routed since the last Load report).
+  WorkerView view() const;
+
+ private:
+  void set_failure(const std::string& why, bool count);
+
+  const std::string address_;
+  const bool long_group_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<DecodeService::Stub> stub_;
+  std::atomic<bool> healthy_{false};
+  std::atomic<int> failures_{0};
+  std::atomic<int64_t> routed_since_load_{0};
+  mutable std::mutex mu_;
+  WorkerSnapshot snap_;  // guarded by mu_ (healthy/consecutive_failures mirrored from the atomics)
+};
+
+/// Calls check() on every worker every `interval` (one thread per worker, so a hung
+/// worker delays no other) until stop() or destruction.
+class HealthChecker {
+ public:
+  HealthChecker(std::vector<WorkerClient*> workers, std::chrono::milliseconds interval,
+                std::chrono::milliseconds timeout);
+  ~HealthChecker() { stop(); }
+  HealthChecker(const HealthChecker&) = delete;
+  HealthChecker& operator=(const HealthChecker&) = delete;
+
+  void start();
+  void stop();
+
+ private:
+  void loop(WorkerClient* w);
+
+  std::vector<WorkerClient*> workers_;
+  std::chrono::milliseconds interval_, timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pdserve::disagg

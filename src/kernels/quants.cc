@@ -1,0 +1,82 @@
+// Type dispatch of the quantisation API (quants.h).
+#include "kernels/quants.h"
+
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/quant_types.h"
+
+namespace pdserve::kernels {
+
+using gguf::GgmlType;
+
+bool is_quantized(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+static bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+
+GgmlType vec_dot_type(GgmlType t) {
+  if (is_kquant(t)) return GgmlType::Q8_K;
+  if (is_quantized(t)) return GgmlType::Q8_0;
+  return GgmlType::F32;
+}
+
+void dequantize(GgmlType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case GgmlType::F32: std::memcpy(dst, src, n * sizeof(float)); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(static_cast<const uint16_t*>(src)[i]);
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(static_cast<const uint16_t*>(src)[i]);
+      break;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+      dequantize_legacy(t, src, dst, n);
+      break;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::Q8_K:
+      dequantize_kquant(t, src, dst, n);
+      break;
+    default: std::memset(dst, 0, n * sizeof(float)); break;
+  }
+}
+
+bool can_quantize(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_K || is_quantized(t);
+}
+
+void quantize(GgmlType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case GgmlType::F32: std::memcpy(dst, src, n * sizeof(float)); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
+      break;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+      quantize_legacy(t, src, dst, n);
+      break;
+    default: quantize_kquant(t, src, dst, n); break;
+  }
+}
+
+int64_t act_row_bytes(GgmlType wt, int64_t n) {
+  if (is_kquant(wt)) return n / QK_K * static_cast<int64_t>(sizeof(ActQ8K));
+  return (n / 32 + 1) / 2 * static_cast<int64_t>(sizeof(ActPairQ8));
+}
+
+void quantize_act(GgmlType wt, const float* x, void* dst, int64_t n) {
+  if (is_kquant(wt)) quantize_act_q8_k(x, dst, n);
+  else quantize_act_q8_0(x, dst, n);
+}
+
+float vec_dot_scalar(GgmlType wt, const void* w, const void* act, int64_t n) {
+  return is_kquant(wt) ? vec_dot_kquant_scalar(wt, w, act, n) : vec_dot_legacy_scalar(wt, w, act, n);
+}
+
+}  // namespace pdserve::kernels

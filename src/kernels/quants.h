@@ -1,0 +1,72 @@
+// Quantised weight formats: dequantisation, ggml's reference quantisers, activation
+// quantisation for the integer dot products, and the scalar reference dot of every type.
+// Block layouts: kernels/quant_types.h (ggml-common.h). Implementations, one family per
+// file: quant_legacy.cc (Q4_0, Q4_1, Q5_0, Q8_0), quant_kquants.cc (Q4_K, Q5_K, Q6_K, Q8_K).
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/ggml_types.h"
+
+namespace pdserve::kernels {
+
+/// True for the block-quantised weight types the matmul kernels take
+/// (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K).
+bool is_quantized(gguf::GgmlType t);
+
+/// The activation format a weight type's integer dot uses — ggml's vec_dot_type:
+/// Q8_0 for the 32-blocks (Q4_1 included: we keep per-lane sums for its min term instead
+/// of ggml's Q8_1), Q8_K for the K-quants. F32 for other types.
+gguf::GgmlType vec_dot_type(gguf::GgmlType t);
+
+/// x[0..n) = the values of a row of `n` elements of type `t` (F32, F16, BF16 and every
+/// quantised type above; Q8_K too). ggml's dequantize_row_* arithmetic.
+void dequantize(gguf::GgmlType t, const void* src, float* dst, int64_t n);
+
+/// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
+/// Q5_K, Q6_K, Q8_K).
+bool can_quantize(gguf::GgmlType t);
+/// dst = `n` values (a multiple of the block size) of `src` in type `t`, byte-identical to
+/// ggml's quantize_row_*_ref (what llama-quantize writes without an importance matrix);
+/// F16 / BF16 round to nearest even.
+void quantize(gguf::GgmlType t, const float* src, void* dst, int64_t n);
+
+/// Bytes of one quantised activation row of `n` values for weights of type `wt`
+/// (a multiple of 64; ActPairQ8 or ActQ8K records).
+int64_t act_row_bytes(gguf::GgmlType wt, int64_t n);
+/// Quantises one activation row for weights of type `wt` into `dst` (act_row_bytes).
+void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
+
+/// Scalar reference dot of one weight row (type `wt`, `n` values) with a quantised
+/// activation row. Its arithmetic is the contract every SIMD path reproduces bit for bit:
+///  * 32-blocks — ggml's ggml_vec_dot_q8_0_q8_0 / q4_0_q8_0 / q5_0_q8_0 AVX2 order (and
+///    llamafile tinyBLAS_Q0_AVX's): exact int32 partial sums p_g over the 4-value groups
+///    g = 0..7 of each block; one 8-lane float accumulator, blocks in order:
+///    acc[g] = fma(d_w*d_a, p_g, acc[g]) (Q4_1 then acc[g] = fma(m_w*d_a, Σ group's
+///    activations, acc[g])); then hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+///  * K-quants — ggml's AVX2 ggml_vec_dot_q{4,5,6}_K_q8_K order: per super-block 8 exact
+///    int32 lanes, lane k = Σ over the 8 chunks c of 32 of scale · q · a over elements
+///    32c+4k .. 32c+4k+3 (Q6_K: q − 32); acc[k] = fma(d_a*d_w, lane_k, acc[k]); result
+///    hsum_float_8(acc), plus for Q4_K the mins term in 4 lanes
+///    (acc_m[m] = fma(-d_a*dmin_w, m_2m·bsum_2m + m_2m+1·bsum_2m+1, acc_m[m]), folded
+///    (m0+m2)+(m1+m3)), for Q5_K a scalar summs = fma(-d_a*dmin_w, Σ m_j·bsum_j, summs).
+float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t n);
+
+// Per-family entry points (used by the dispatchers above and by tests).
+void dequantize_legacy(gguf::GgmlType t, const void* src, float* dst, int64_t n);
+void quantize_legacy(gguf::GgmlType t, const float* src, void* dst, int64_t n);
+void quantize_act_q8_0(const float* x, void* dst, int64_t n);
+float vec_dot_legacy_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+void dequantize_kquant(gguf::GgmlType t, const void* src, float* dst, int64_t n);
+void quantize_kquant(gguf::GgmlType t, const float* src, void* dst, int64_t n);
+void quantize_act_q8_k(const float* x, void* dst, int64_t n);
+float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+
+/// ggml's hsum_float_8 (ggml-cpu/arch/x86/quants.c): 128-bit halves added, then movehl,
+/// then movehdup — ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum_float_8(const float* a) {
+  const float r0 = a[0] + a[4], r1 = a[1] + a[5], r2 = a[2] + a[6], r3 = a[3] + a[7];
+  return (r0 + r2) + (r1 + r3);
+}
+
+}  // namespace pdserve::kernels

@@ -1,0 +1,98 @@
+#include "model/quantize.h"
+
+#include <vector>
+
+#include "kernels/quants.h"
+
+namespace pdserve::model {
+
+using gguf::GgmlType;
+
+Result<QuantizePlan> parse_quantize_type(const std::string& name) {
+  // llama_ftype values (llama.h): F16 1, Q4_0 2, Q8_0 7, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16,
+  // Q5_K_M 17, Q6_K 18, BF16 32.
+  struct E { const char* n; GgmlType t; bool m; uint32_t ft; };
+  static const E kPlans[] = {
+      {"F16", GgmlType::F16, false, 1},   {"BF16", GgmlType::BF16, false, 32}, {"Q8_0", GgmlType::Q8_0, false, 7},
+      {"Q4_0", GgmlType::Q4_0, false, 2}, {"Q4_K", GgmlType::Q4_K, false, 14}, {"Q5_K", GgmlType::Q5_K, false, 16},
+      {"Q6_K", GgmlType::Q6_K, false, 18}, {"Q4_K_M", GgmlType::Q4_K, true, 15}, {"Q5_K_M", GgmlType::Q5_K, true, 17},
+  };
+  std::string up = name;
+  for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const E& e : kPlans)
+    if (up == e.n) return QuantizePlan{e.t, e.m, e.ft};
+  return Status::Error("unknown quantisation type '" + name + "' (expected F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)");
+}
+
+namespace {
+
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+int layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+
+}  // namespace
+
+GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name, const std::vector<int64_t>& dims,
+                               int n_layer, bool has_output) {
+  if (dims.size() < 2 || !contains(name, "weight")) return GgmlType::F32;
+  GgmlType t = plan.base;
+  const bool is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
+  if (is_output) {
+    if (t != GgmlType::Q8_0 && t != GgmlType::F16 && t != GgmlType::BF16) t = GgmlType::Q6_K;
+  } else if (plan.mix_m) {
+    const int l = layer_of(name);
+    if ((contains(name, "attn_v.weight") || contains(name, "ffn_down")) && l >= 0 && use_more_bits(l, n_layer)) t = GgmlType::Q6_K;
+  }
+  if ((t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) && dims[0] % 256 != 0)
+    t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : GgmlType::Q8_0;
+  if (dims[0] % 32 != 0 && t != GgmlType::F16 && t != GgmlType::BF16) t = GgmlType::F16;
+  return t;
+}
+
+Status quantize_file(const std::string& in, const std::string& out, const std::string& type) {
+  auto plan = parse_quantize_type(type);
+  if (!plan.ok()) return plan.status();
+  auto f = gguf::GgufFile::open(in);
+  if (!f.ok()) return f.status();
+  const gguf::GgufFile& src = *f.value();
+  auto arch = src.get_string("general.architecture").value_or("llama");
+  const int n_layer = static_cast<int>(src.get_int(arch + ".block_count").value_or(0));
+  const bool has_output = src.find_tensor("output.weight") != nullptr;
+
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : src.metadata()) w.set(k, v);
+  w.set("general.file_type", gguf::Value::u32(plan.value().file_type));
+  if (kernels::is_quantized(plan.value().base)) w.set("general.quantization_version", gguf::Value::u32(2));
+
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, n_layer, has_output);
+    if (t.type != GgmlType::F32 && t.dims.size() < 2) to = t.type;
+    if (to == t.type) {
+      w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
+      continue;
+    }
+    const int64_t cols = t.dims[0], rows = t.rows();
+    const int64_t in_rb = gguf::row_bytes(t.type, cols), out_rb = gguf::row_bytes(to, cols);
+    std::vector<uint8_t> data(static_cast<size_t>(out_rb * rows));
+    bool ok = true;
+#pragma omp parallel
+    {
+      std::vector<float> buf(cols);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        kernels::dequantize(t.type, t.data + r * in_rb, buf.data(), cols);
+        kernels::quantize(to, buf.data(), data.data() + r * out_rb, cols);
+      }
+    }
+    if (!ok) return Status::Error("cannot quantise tensor '" + t.name + "'");
+    w.add_tensor(t.name, t.dims, to, data.data(), data.size());
+  }
+  return w.write(out);
+}
+
+}  // namespace pdserve::model

@@ -1,0 +1,169 @@
+// Quantised formats: reference quantisers round-trip within their step, the scalar dot
+// equals the exact dot of the dequantised operands up to float accumulation error, and
+// every SIMD path the CPU has reproduces the scalar path bit for bit (GEMV and GEMM).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant_types.h"
+#include "kernels/quants.h"
+
+namespace pdserve {
+namespace {
+
+using gguf::GgmlType;
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+/// 64-byte aligned bytes (quantised activation rows must be aligned).
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))), size(n) {}
+  ~AlignedBytes() { std::free(p); }
+  uint8_t* data() { return p; }
+  uint8_t* p;
+  size_t size;
+};
+
+bool is_k(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+
+std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> g(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
+}
+
+/// Values of a quantised activation row.
+std::vector<float> dequantize_act(GgmlType wt, const uint8_t* act, int64_t n) {
+  std::vector<float> out(n);
+  if (is_k(wt)) {
+    const auto* a = reinterpret_cast<const kernels::ActQ8K*>(act);
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i / 256].d * a[i / 256].qs[i % 256];
+  } else {
+    const auto* p = reinterpret_cast<const kernels::ActPairQ8*>(act);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t b = i / 32;
+      out[i] = p[b / 2].d[8 * (b % 2)] * (int(p[b / 2].qu[32 * (b % 2) + i % 32]) - 128);
+    }
+  }
+  return out;
+}
+
+// dequantize(quantize(x)) is within half a quantisation step per value (relative to the
+// block's max |x|): Q8_0 1/127, Q4_0 1/8 (asymmetric range), others as their bit width.
+TEST(KernelsQuant, RoundTripWithinStep) {
+  std::mt19937 rng(7);
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(gguf::type_name(t));
+    const int64_t n = 1024;
+    const std::vector<float> x = randn(n, rng);
+    std::vector<uint8_t> q(gguf::row_bytes(t, n));
+    kernels::quantize(t, x.data(), q.data(), n);
+    std::vector<float> y(n);
+    kernels::dequantize(t, q.data(), y.data(), n);
+    double max_err = 0, max_abs = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      max_err = std::max(max_err, double(std::fabs(x[i] - y[i])));
+      max_abs = std::max(max_abs, double(std::fabs(x[i])));
+    }
+    const double bits = t == GgmlType::Q8_0 ? 8 : t == GgmlType::Q6_K ? 6 : (t == GgmlType::Q5_0 || t == GgmlType::Q5_K) ? 5 : 4;
+    const double bound = max_abs * 2.0 / std::pow(2.0, bits - 1);  // one step of a symmetric grid, with slack for scale rounding
+    EXPECT_LE(max_err, bound);
+    std::printf("[ %-4s ] max |x - deq(q(x))| = %.4f (max |x| %.3f, bound %.4f)\n", gguf::type_name(t).c_str(), max_err, max_abs, bound);
+  }
+}
+
+// The scalar dot against the double-precision dot of the dequantised weights and
+// activations: only float rounding separates them (the integer parts are exact), bounded
+// by γ_k Σ|w·a| with k = blocks + 8 (a generous count of roundings per output).
+TEST(KernelsQuant, ScalarDotMatchesExactDotOfDequantisedOperands) {
+  std::mt19937 rng(11);
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(gguf::type_name(t));
+    for (int64_t n : {256, 512, 2048, 96 * 32}) {
+      if (n % 256 && is_k(t)) continue;
+      const std::vector<float> wf = randn(n, rng), x = randn(n, rng);
+      std::vector<uint8_t> wq(gguf::row_bytes(t, n));
+      kernels::quantize(t, wf.data(), wq.data(), n);
+      std::vector<float> wd(n);
+      kernels::dequantize(t, wq.data(), wd.data(), n);
+      AlignedBytes act(kernels::act_row_bytes(t, n));
+      kernels::quantize_act(t, x.data(), act.data(), n);
+      const std::vector<float> ad = dequantize_act(t, act.data(), n);
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) { exact += double(wd[i]) * ad[i]; mag += std::fabs(double(wd[i]) * ad[i]); }
+      const float got = kernels::vec_dot_scalar(t, wq.data(), act.data(), n);
+      const double k = n / 32.0 + 16;
+      EXPECT_LE(std::fabs(got - exact), k * std::ldexp(1.0, -23) * mag) << "n " << n << " got " << got << " exact " << exact;
+    }
+  }
+}
+
+// One token alone equals the same token inside a batch of 8 (GEMV vs GEMM tiles), and both
+// equal vec_dot_scalar bit for bit, on the automatically chosen path; rows 37 are not a
+// multiple of the row tile.
+TEST(KernelsQuant, MatmulTokenAloneEqualsTokenInBatchAndScalarDot) {
+  std::mt19937 rng(3);
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(gguf::type_name(t));
+    const int64_t rows = 37, cols = 512;
+    const std::vector<float> wf = randn(rows * cols, rng);
+    std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
+    kernels::quantize(t, wf.data(), wq.data(), rows * cols);
+    kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
+    const int n = 8;
+    const std::vector<float> x = randn(n * cols, rng);
+    std::vector<float> y(n * rows), y1(rows);
+    kernels::matmul(w, x.data(), n, y.data(), nullptr);
+    AlignedBytes act(kernels::act_row_bytes(t, cols));
+    for (int k = 0; k < n; ++k) {
+      kernels::matmul(w, x.data() + k * cols, 1, y1.data(), nullptr);
+      kernels::quantize_act(t, x.data() + k * cols, act.data(), cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(y1[r], y[k * rows + r]) << "token " << k << " row " << r;
+        ASSERT_EQ(y1[r], kernels::vec_dot_scalar(t, wq.data() + r * w.row_bytes, act.data(), cols)) << "token " << k << " row " << r;
+      }
+    }
+  }
+}
+
+// Each SIMD path, forced, against the scalar path: bit-identical outputs. Paths the CPU
+// lacks, or that have no kernel for a type yet, are reported as skipped.
+void check_isa(kernels::Isa isa) {
+  if (!kernels::isa_available(isa)) GTEST_SKIP() << kernels::isa_name(isa) << " not supported by this CPU";
+  std::string missing;
+  std::mt19937 rng(5);
+  for (GgmlType t : kTypes) {
+    if (!kernels::has_quant_kernel(isa, t)) {
+      missing += gguf::type_name(t) + " ";
+      continue;
+    }
+    SCOPED_TRACE(gguf::type_name(t));
+    for (int n : {1, 3, 8}) {
+      const int64_t rows = 37, cols = 768;
+      const std::vector<float> wf = randn(rows * cols, rng);
+      std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
+      kernels::quantize(t, wf.data(), wq.data(), rows * cols);
+      kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
+      const std::vector<float> x = randn(n * cols, rng);
+      std::vector<float> ys(n * rows), yi(n * rows);
+      kernels::matmul(w, x.data(), n, ys.data(), nullptr, kernels::Isa::kScalar);
+      kernels::matmul(w, x.data(), n, yi.data(), nullptr, isa);
+      EXPECT_EQ(ys, yi) << "n_tokens " << n;
+    }
+  }
+  if (!missing.empty()) GTEST_SKIP() << kernels::isa_name(isa) << ": no kernel yet for " << missing;
+}
+
+TEST(KernelsQuant, Avx2PathEqualsScalarPath) { check_isa(kernels::Isa::kAvx2); }
+TEST(KernelsQuant, Avx512VnniPathEqualsScalarPath) { check_isa(kernels::Isa::kAvx512Vnni); }
+
+}  // namespace
+}  // namespace pdserve

@@ -1,0 +1,67 @@
+// model::quantize_file reproduces llama-quantize: quantising synth-llama-small-f16.gguf to
+// Q8_0 and Q4_0 gives, tensor for tensor, the types and bytes of the shipped q8_0 / q4_0
+// files (the q4_0 file's output.weight is Q6_K). Also the type plan of the Q4_K_M mix.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "gguf/gguf.h"
+#include "model/quantize.h"
+
+namespace pdserve {
+namespace {
+
+void expect_same_tensors(const std::string& ours_path, const std::string& ref_path, bool compare_bytes) {
+  auto ours = gguf::GgufFile::open(ours_path);
+  auto ref = gguf::GgufFile::open(ref_path);
+  ASSERT_TRUE(ours.ok()) << ours.error();
+  ASSERT_TRUE(ref.ok()) << ref.error();
+  ASSERT_EQ(ours.value()->tensors().size(), ref.value()->tensors().size());
+  int mismatched = 0;
+  for (const gguf::TensorInfo& r : ref.value()->tensors()) {
+    const gguf::TensorInfo* o = ours.value()->find_tensor(r.name);
+    ASSERT_NE(o, nullptr) << r.name;
+    EXPECT_EQ(gguf::type_name(o->type), gguf::type_name(r.type)) << r.name;
+    ASSERT_EQ(o->nbytes, r.nbytes) << r.name;
+    if (compare_bytes && std::memcmp(o->data, r.data, r.nbytes) != 0) {
+      ++mismatched;
+      ADD_FAILURE() << r.name << " (" << gguf::type_name(r.type) << "): bytes differ";
+    }
+  }
+  EXPECT_EQ(mismatched, 0);
+}
+
+std::string tmp(const std::string& name) { return (std::filesystem::temp_directory_path() / name).string(); }
+
+TEST(ModelQuantize, Q8_0MatchesShippedFileByteForByte) {
+  const std::string out = tmp("pdserve-test-q8_0.gguf");
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q8_0").ok());
+  expect_same_tensors(out, "../shared/models/synth-llama-small-q8_0.gguf", true);
+  std::filesystem::remove(out);
+}
+
+TEST(ModelQuantize, Q4_0MatchesShippedFileByteForByte) {
+  const std::string out = tmp("pdserve-test-q4_0.gguf");
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q4_0").ok());
+  expect_same_tensors(out, "../shared/models/synth-llama-small-q4_0.gguf", true);
+  std::filesystem::remove(out);
+}
+
+// Q4_K_M: the per-tensor type plan (Q6_K attn_v / ffn_down on use_more_bits layers, Q6_K
+// output) equals the shipped file's; the bytes too where the reference quantiser was used.
+TEST(ModelQuantize, Q4_K_MTypePlanMatchesShippedFile) {
+  const std::string out = tmp("pdserve-test-q4_k_m.gguf");
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q4_K_M").ok());
+  expect_same_tensors(out, "../shared/models/synth-llama-small-q4_k_m.gguf", true);
+  std::filesystem::remove(out);
+}
+
+TEST(ModelQuantize, UnknownTypeIsAnError) {
+  auto s = model::quantize_file("../shared/models/synth-llama-small-f16.gguf", tmp("x.gguf"), "Q3_X");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown quantisation type"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pdserve
