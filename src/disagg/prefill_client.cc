@@ -125,8 +125,10 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
   std::unique_ptr<grpc::ClientReader<PrefillResponse>> reader = w.stub->Prefill(&ctx, req);
   PrefillResponse res;
   bool got_first = false;
+  int messages = 0;
   std::string k, v;
   while (reader->Read(&res)) {
+    ++messages;
     if (res.has_block()) {
       const CacheBlock& b = res.block();
       if (b.layer() < 0 || b.layer() >= layout.n_layers || b.first_block() < task.num_cached_blocks ||
@@ -170,7 +172,8 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
       default: out.reason = "stream"; break;
     }
     out.error = st.error_message();
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) w.healthy = false;
+    // No answer at all: the worker is down (until the health check sees it again).
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE && messages == 0) w.healthy = false;
     return out;
   }
   // Success only when every block of every layer arrived and verified, then the token.

@@ -1,0 +1,183 @@
+// KV transfer between real prefill and decode workers on loopback: injected faults end
+// in the correct output (retry on another prefill worker, or local recompute) and leave
+// no KV block in use; a decode-side prefix-cache hit sends only the missing blocks;
+// zstd-compressed transfers give the same output.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cluster.h"
+#include "support/reference.h"
+
+namespace pdserve {
+namespace {
+
+using json = nlohmann::json;
+using testing::Cluster;
+using testing::ClusterOptions;
+using testing::Role;
+
+const std::vector<testing::ReferenceCase>& reference() {
+  static const auto r = testing::load_reference("../shared/reference/stories260K.json");
+  return r;
+}
+
+/// Sum of every sample of `name` whose labels contain `label` ("" = all).
+double metric_sum(Cluster& c, Role r, int i, const std::string& name, const std::string& label = "") {
+  auto cli = c.client(r, i);
+  auto res = cli.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::istringstream in(res->body);
+  std::string line;
+  double sum = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0) continue;
+    const char next = line.size() > name.size() ? line[name.size()] : '\0';
+    if (next != ' ' && next != '{') continue;
+    if (!label.empty() && line.find(label) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+/// Greedy completion of every reference case through the router; checks exact text.
+void expect_reference_outputs(Cluster& c, const std::string& what) {
+  for (const auto& r : reference()) {
+    auto cli = c.router_client();
+    json body = {{"prompt", r.prompt}, {"max_tokens", r.tokens.size()}, {"temperature", 0}};
+    auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res) << what;
+    ASSERT_EQ(res->status, 200) << what << ": " << res->body << "\n" << c.logs();
+    EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], r.text) << what << ", prompt '" << r.prompt << "'";
+  }
+}
+
+bool wait_no_blocks_used(Cluster& c) {
+  for (int i = 0; i < 200; ++i) {
+    bool idle = true;
+    for (Role r : {Role::Prefill, Role::Decode})
+      for (int k = 0; k < c.count(r); ++k)
+        if (c.running(r, k) && metric_sum(c, r, k, "pdserve_kv_blocks_used") != 0) idle = false;
+    if (idle) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+ClusterOptions options(std::vector<std::string> prefill_args, int prefill_workers = 1) {
+  ClusterOptions o;
+  o.prefill_workers = prefill_workers;
+  o.prefill_args = std::move(prefill_args);
+  o.decode_args = {"--remote-prefill-threshold", "0", "--kv-transfer-timeout", "1"};
+  return o;
+}
+
+TEST(DisaggTransfer, RemotePrefillMatchesTheReferenceWithAndWithoutZstd) {
+  for (const char* codec : {"none", "zstd:3"}) {
+    ClusterOptions o = options({});
+    o.decode_args.insert(o.decode_args.end(), {"--kv-compression", codec});
+    Cluster c(o);
+    ASSERT_TRUE(c.ready()) << c.error();
+    expect_reference_outputs(c, codec);
+    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_remote_prefill_total"), reference().size());
+    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 0);
+    const std::string label = std::string("codec=\"") + (std::string(codec) == "none" ? "none" : "zstd") + "\"";
+    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", label), 0);
+    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", label),
+              metric_sum(c, Role::Prefill, 0, "pdserve_kv_transfer_bytes_total", label));
+    EXPECT_TRUE(wait_no_blocks_used(c)) << c.logs();
+  }
+}
+
+TEST(DisaggTransfer, EachInjectedFaultEndsInTheCorrectOutput) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> prefill_args;
+    const char* reason;  // expected failure reason label
+  };
+  const std::vector<Case> cases = {
+      {"corrupt block", {"--fault-corrupt-block", "2"}, "checksum"},
+      {"dropped stream", {"--fault-drop-after", "3"}, "stream"},
+      {"slow blocks past the transfer timeout", {"--fault-delay-ms", "300"}, "timeout"},
+  };
+  for (const Case& fc : cases) {
+    Cluster c(options(fc.prefill_args));
+    ASSERT_TRUE(c.ready()) << c.error();
+    expect_reference_outputs(c, fc.name);
+    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total",
+                         std::string("reason=\"") + fc.reason + "\""), 0)
+        << fc.name;
+    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), reference().size()) << fc.name;
+    EXPECT_TRUE(wait_no_blocks_used(c)) << fc.name << "\n" << c.logs();
+  }
+}
+
+TEST(DisaggTransfer, AFaultyPrefillWorkerIsRetriedOnAHealthyOne) {
+  // Two prefill workers, one of which corrupts its first block message; a decode worker
+  // that knows both. Requests that meet the faulty one first are retried on the healthy
+  // one: no recompute is needed.
+  Cluster healthy(options({}));
+  Cluster faulty(options({"--fault-corrupt-block", "0"}));
+  ASSERT_TRUE(healthy.ready()) << healthy.error();
+  ASSERT_TRUE(faulty.ready()) << faulty.error();
+  ClusterOptions o;
+  o.prefill_workers = 0;  // the decode worker is pointed at the two clusters' prefill workers
+  o.decode_args = {"--remote-prefill-threshold", "0", "--prefill",
+                   faulty.node(Role::Prefill, 0).address() + "," + healthy.node(Role::Prefill, 0).address()};
+  Cluster c(o);
+  ASSERT_TRUE(c.ready()) << c.error();
+  expect_reference_outputs(c, "retry");
+  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason=\"checksum\""), 0);
+  EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 0);
+  EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_remote_prefill_total"), reference().size());
+  EXPECT_TRUE(wait_no_blocks_used(c));
+  EXPECT_TRUE(wait_no_blocks_used(faulty));
+  EXPECT_TRUE(wait_no_blocks_used(healthy));
+}
+
+TEST(DisaggTransfer, PrefillWorkerDeathFallsBackToLocalPrefill) {
+  Cluster c(options({"--fault-exit-after-blocks", "2"}));
+  ASSERT_TRUE(c.ready()) << c.error();
+  expect_reference_outputs(c, "prefill worker exits mid-stream");
+  EXPECT_FALSE(c.running(Role::Prefill, 0));
+  EXPECT_GE(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 1);
+  // With no healthy prefill worker left, later requests are prefilled locally.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const double local_before = metric_sum(c, Role::Decode, 0, "pdserve_local_prefill_total");
+  expect_reference_outputs(c, "after the prefill worker died");
+  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_local_prefill_total"), local_before);
+  EXPECT_TRUE(wait_no_blocks_used(c)) << c.logs();
+}
+
+TEST(DisaggTransfer, DecodePrefixCacheHitSendsOnlyTheMissingBlocks) {
+  Cluster c(options({}));
+  ASSERT_TRUE(c.ready()) << c.error();
+  // stories260K, 16-token blocks, f16 KV: one block of one layer is 16·4·8·2 = 1024 bytes
+  // of K and as many of V; 5 layers ⇒ 10240 bytes per block over the wire (codec none).
+  constexpr double kBlockWire = 10240;
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+      "friends and her";
+  auto cli = c.router_client();
+  auto tokens = [&](const std::string& p) {
+    json r = json::parse(cli.Post("/v1/completions", json{{"prompt", p}, {"max_tokens", 1}}.dump(), "application/json")->body);
+    return r["usage"]["prompt_tokens"].get<int>();
+  };
+  const int n = tokens(prompt);
+  const int total_blocks = (n + 15) / 16;
+  const double after_first = metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total");
+  EXPECT_EQ(after_first, total_blocks * kBlockWire);
+  // The same prompt again: the decode worker has every full block but must compute at
+  // least one token, so only the blocks from the last cached one on cross the wire.
+  tokens(prompt);
+  const int cached_blocks = (n - 1) / 16;
+  EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total") - after_first,
+            (total_blocks - cached_blocks) * kBlockWire);
+  EXPECT_TRUE(wait_no_blocks_used(c));
+}
+
+}  // namespace
+}  // namespace pdserve
