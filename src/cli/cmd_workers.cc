@@ -90,11 +90,11 @@ void add_decode_command(CLI::App& app, WorkerArgs& a) {
   cmd->add_option("--remote-prefill-threshold", a.engine.remote_prefill_threshold,
                   "prefill locally when at most this many prompt tokens are not cached")
       ->default_val(32)
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--kv-compression", a.kv_compression, "KV transfer codec: none, zstd or zstd:LEVEL")->default_val("none");
   cmd->add_option("--kv-transfer-timeout", a.kv_transfer_timeout, "seconds per KV transfer attempt")
       ->default_val(30)
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 3600.0));
 }
 
 int run_prefill(WorkerArgs& a) {

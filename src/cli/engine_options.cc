@@ -5,22 +5,22 @@ namespace pdserve::cli {
 void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("-m,--model", cfg.model_path, "GGUF model file")->required();
   cmd.add_option("--model-name", cfg.model_name, "model id reported by the API (default: file stem)");
-  cmd.add_option("-t,--threads", cfg.threads, "compute threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("-t,--threads", cfg.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1 << 30));
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
-  auto* mb = cmd.add_option("--kv-cache-mb", cfg.kv_cache_mb, "KV cache size in MiB")->check(CLI::PositiveNumber);
-  cmd.add_option("--num-kv-blocks", cfg.num_kv_blocks, "KV cache size in blocks")->check(CLI::PositiveNumber)->excludes(mb);
+  auto* mb = cmd.add_option("--kv-cache-mb", cfg.kv_cache_mb, "KV cache size in MiB")->check(CLI::Range(1, 1 << 30));
+  cmd.add_option("--num-kv-blocks", cfg.num_kv_blocks, "KV cache size in blocks")->check(CLI::Range(1, 1 << 30))->excludes(mb);
   cmd.add_option("--kv-dtype", cfg.kv_dtype, "KV cache dtype: f16 or f32")->default_val("f16")->check(CLI::IsMember({"f16", "f32"}));
-  cmd.add_option("--max-batched-tokens", cfg.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::PositiveNumber);
-  cmd.add_option("--max-seqs", cfg.max_seqs, "running sequences per step")->default_val(64)->check(CLI::PositiveNumber);
-  cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--max-batched-tokens", cfg.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::Range(1, 1 << 30));
+  cmd.add_option("--max-seqs", cfg.max_seqs, "running sequences per step")->default_val(64)->check(CLI::Range(1, 1 << 30));
+  cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 30));
   cmd.add_flag("--no-prefix-cache{false}", cfg.prefix_cache, "turn the radix prefix cache off");
   cmd.add_option("--eviction", cfg.eviction, "prefix-cache eviction: lru or lfu")->default_val("lru")->check(CLI::IsMember({"lru", "lfu"}));
   cmd.add_option("--long-prefill-threshold", cfg.long_prefill_threshold,
-                 "max prompt tokens of one request per step (0 = the whole budget)")->check(CLI::NonNegativeNumber);
+                 "max prompt tokens of one request per step (0 = the whole budget)")->check(CLI::Range(0, 1 << 30));
   cmd.add_option("--scheduling-policy", cfg.scheduling_policy, "fcfs or priority (request field 'priority', lower first)")
       ->default_val("fcfs")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30));
 }
 
 }  // namespace pdserve::cli

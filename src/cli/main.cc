@@ -10,7 +10,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --log-level may follow the subcommand
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")->default_val("info");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
+      ->default_val("info")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   pdserve::cli::ServeArgs serve;
   pdserve::cli::add_serve_command(app, serve);

@@ -15,7 +15,7 @@ namespace pdserve::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;          // 0 ⇒ any free port (see HttpServer::port())
-  int http_threads = 64;    // connections served at once
+  int http_threads = 256;   // connections served at once
   std::string api_key;      // non-empty ⇒ /v1/* needs `Authorization: Bearer <api_key>`
 };
 

@@ -459,10 +459,13 @@ ParsedRequest parse_text(std::string_view body, Fn&& fn) {
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of range (1e400)
+    // Drop the library's "[json.exception.parse_error.101] " prefix.
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); what.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
+      what = what.substr(p + 2);
     ParsedRequest out;
-    out.error = bad_request(std::string("We could not parse the JSON body of your request: ") +
-                            e.what());
+    out.error = bad_request("We could not parse the JSON body of your request: " + what);
     return out;
   }
   return parse_object(j, fn);

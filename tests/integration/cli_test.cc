@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -28,7 +29,10 @@ std::string shell_quote(const std::string& s) {
 }
 
 RunResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "pds_cli_stderr.txt";
+  // One file per call: ctest runs the tests of this binary in parallel processes.
+  static int calls = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "pds_cli_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(calls++) + ".txt";
   const std::string cmd = std::string(PDSERVE_BIN) + " " + args + " 2>" + err_path;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -42,6 +46,7 @@ RunResult run(const std::string& args) {
   std::stringstream ss;
   ss << e.rdbuf();
   r.err = ss.str();
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -93,7 +98,7 @@ TEST(Cli, BadModelFilesGiveOneLineErrors) {
   for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
     expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");
     expect_one_line_error(run(std::string(cmd) + "README.md"), "not a GGUF file");
-    const std::string trunc = ::testing::TempDir() + "pds_truncated.gguf";
+    const std::string trunc = ::testing::TempDir() + "pds_truncated_" + std::to_string(::getpid()) + ".gguf";
     {
       std::ifstream in("../shared/models/stories260K.gguf", std::ios::binary);
       std::string head(200000, '\0');

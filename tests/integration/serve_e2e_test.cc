@@ -204,7 +204,7 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   const auto hung_up = std::chrono::steady_clock::now();
   EXPECT_GT(used_while_streaming, 0);
   bool freed = false;
-  while (std::chrono::steady_clock::now() - hung_up < std::chrono::seconds(1)) {
+  while (std::chrono::steady_clock::now() - hung_up < std::chrono::seconds(2)) {
     json h = health();
     if (h["kv_blocks_used"] == 0 && h["requests_running"] == 0) {
       freed = true;
@@ -212,7 +212,7 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(freed) << "blocks still in use 1 s after the client hung up: " << health().dump();
+  EXPECT_TRUE(freed) << "blocks still in use 2 s after the client hung up: " << health().dump();
   // The server still answers.
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(ok);
