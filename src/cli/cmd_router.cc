@@ -17,7 +17,7 @@ void add_router_command(CLI::App& app, RouterArgs& a) {
   cmd->add_option("--model-name", a.model_name, "model id for /v1/models (default: the workers' name)");
   cmd->add_option("--host", a.host, "bind address")->default_val("127.0.0.1");
   cmd->add_option("--port", a.port, "TCP port")->default_val(8080)->check(CLI::Range(0, 65535));
-  cmd->add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")->default_val(64)->check(CLI::PositiveNumber);
+  cmd->add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")->default_val(256)->check(CLI::Range(1, 4096));
   cmd->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC)")->required();
   cmd->add_option("--decode-long", a.decode_long, "decode workers for long prompts (policy length)");

@@ -167,9 +167,8 @@ grpc::Status RoutedChoice::close_call() {
 void RoutedChoice::watch() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!ctx_ || cancel_sent_) return;
-  const char* why = nullptr;
+  const char* why = nullptr;  // null: the client aborted or the router is stopping
   if (stopping()) {
-    why = nullptr;
   } else if (worker_ && worker_->consecutive_failures() >= failures_at_open_ + limits_.dead_after_failures) {
     why = "its decode worker stopped answering health checks";
   } else if (!accepted_ && std::chrono::steady_clock::now() - call_opened_ > limits_.accept_timeout) {

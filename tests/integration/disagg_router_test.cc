@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,32 @@ httplib::Client client_for(int port) {
   return c;
 }
 
+/// A keep-alive client already connected (by a GET /health, retried): the HTTP server's
+/// listen backlog is small (cpp-httplib: 5), and a burst of simultaneous connects can
+/// have some dropped; an idempotent GET is safe to retry, a generation POST is not.
+std::unique_ptr<httplib::Client> connected_client(int port) {
+  auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+  c->set_connection_timeout(5, 0);
+  c->set_read_timeout(120, 0);
+  c->set_write_timeout(30, 0);
+  c->set_keep_alive(true);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto res = c->Get("/health");
+    if (res && res->status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return c;
+}
+
+/// POSTs `body` on `c`; expects `expect_status`; returns the parsed body.
+json post(httplib::Client& c, const std::string& path, const json& body, int expect_status = 200) {
+  auto res = c.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(res) << "no response: " << httplib::to_string(res.error());
+  if (!res) return json();
+  EXPECT_EQ(res->status, expect_status) << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
 /// POSTs `body`; expects `expect_status`; returns the parsed body.
 json post(int port, const std::string& path, const json& body, int expect_status = 200) {
   auto c = client_for(port);
@@ -54,12 +81,11 @@ struct Streamed {
 
 /// Streams `body` (SSE, with usage) and joins each choice's text. `on_event` sees every
 /// event with a choice delta as it arrives.
-Streamed stream(int port, const std::string& path, json body, std::function<void(const json&)> on_event = {}) {
+Streamed stream(httplib::Client& c, const std::string& path, json body, std::function<void(const json&)> on_event = {}) {
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
   Streamed out;
   std::string buf;
-  auto c = client_for(port);
   httplib::Request req;
   req.method = "POST";
   req.path = path;
@@ -99,8 +125,13 @@ Streamed stream(int port, const std::string& path, json body, std::function<void
   httplib::Response res;
   httplib::Error err;
   c.send(req, res, err);
-  EXPECT_EQ(err, httplib::Error::Success);
+  EXPECT_EQ(err, httplib::Error::Success) << httplib::to_string(err);
   return out;
+}
+
+Streamed stream(int port, const std::string& path, json body, std::function<void(const json&)> on_event = {}) {
+  auto c = client_for(port);
+  return stream(c, path, std::move(body), std::move(on_event));
 }
 
 class DisaggRouter : public ::testing::Test {
@@ -165,19 +196,22 @@ TEST_F(DisaggRouter, ThirtyTwoConcurrentGreedyRequestsMatchServe) {
     bodies.push_back({{"prompt", kPrompts[i % kPrompts.size()]}, {"max_tokens", 8 + 3 * i}, {"temperature", 0}});
   std::vector<json> want;
   for (const auto& b : bodies) want.push_back(post(serve(), "/v1/completions", b));
+  // 32 connected clients first, then 32 requests at once.
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (int i = 0; i < 32; ++i) clients.push_back(connected_client(router()));
   std::vector<std::future<void>> futs;
   for (int i = 0; i < 32; ++i) {
     futs.push_back(std::async(std::launch::async, [&, i] {
       const json& w = want[i];
       if (i % 2 == 0) {
-        const json got = post(router(), "/v1/completions", bodies[i]);
+        const json got = post(*clients[i], "/v1/completions", bodies[i]);
         EXPECT_EQ(got["choices"][0]["text"], w["choices"][0]["text"]) << "request " << i;
         EXPECT_EQ(got["choices"][0]["finish_reason"], w["choices"][0]["finish_reason"]) << "request " << i;
         EXPECT_EQ(got["usage"]["prompt_tokens"], w["usage"]["prompt_tokens"]) << "request " << i;
         EXPECT_EQ(got["usage"]["completion_tokens"], w["usage"]["completion_tokens"]) << "request " << i;
         EXPECT_EQ(got["model"], "stories260K");
       } else {
-        const Streamed got = stream(router(), "/v1/completions", bodies[i]);
+        const Streamed got = stream(*clients[i], "/v1/completions", bodies[i]);
         EXPECT_TRUE(got.done) << "request " << i;
         ASSERT_EQ(got.texts.size(), 1u) << "request " << i;
         EXPECT_EQ(got.texts[0], w["choices"][0]["text"].get<std::string>()) << "request " << i;
