@@ -26,6 +26,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::server {
+constexpr int kListenBacklog = 4096;
+
 namespace {
 
 constexpr time_t kReadTimeoutSec = 30;    // request line, headers and body
@@ -122,6 +124,7 @@ struct HttpServer::Impl {
   ServerConfig cfg;
   int64_t created;
   tokenizer::ChatTemplateKind chat_template;
+  std::atomic<int> listen_fd{-1};           // the listening socket, once bound
   std::atomic<bool> stopping{false};       // shutdown begun: refuse new work, abort running
   std::atomic<bool> stop_requested{false};  // stop() was called
   std::atomic<bool> running{false};
@@ -141,9 +144,10 @@ void HttpServer::Impl::setup_routes() {
   svr.set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // server bind a port that is in use and silently share its traffic.
-  svr.set_socket_options([](socket_t sock) {
+  svr.set_socket_options([this](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    listen_fd.store(sock);  // only the listening socket goes through this hook
   });
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
@@ -284,6 +288,9 @@ int HttpServer::run() {
     s.running.store(false);
     return 1;
   }
+  // The packaged cpp-httplib listens with a backlog of 5, so a burst of connections gets
+  // refused or stalls; Linux lets listen() be called again to raise it.
+  if (const int fd = s.listen_fd.load(); fd >= 0) ::listen(fd, kListenBacklog);
   s.bound_port.store(port);
   const bool ipv6 = s.cfg.host.find(':') != std::string::npos;
   PDS_LOG_INFO("listening on http://{}{}{}:{} (model '{}', context {} tokens, {} HTTP threads{})",
