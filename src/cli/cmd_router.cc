@@ -15,10 +15,7 @@ void add_router_command(CLI::App& app, RouterArgs& a) {
   CLI::App* cmd = app.add_subcommand("router", "route OpenAI API requests to decode workers (PD disaggregation)");
   cmd->add_option("--model,-m", a.model, "GGUF file of the served model (only its vocabulary is loaded)")->required();
   cmd->add_option("--model-name", a.model_name, "model id for /v1/models (default: the workers' name)");
-  cmd->add_option("--host", a.host, "bind address")->default_val("127.0.0.1");
-  cmd->add_option("--port", a.port, "TCP port")->default_val(8080)->check(CLI::Range(0, 65535));
-  cmd->add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")->default_val(256)->check(CLI::Range(1, 4096));
-  cmd->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  add_http_options(*cmd, a.http);
   cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC)")->required();
   cmd->add_option("--decode-long", a.decode_long, "decode workers for long prompts (policy length)");
   cmd->add_option("--prefill", a.prefill, "prefill workers (informational: decode workers own their prefill list)");
@@ -62,15 +59,7 @@ int run_router(const RouterArgs& a) {
     std::fprintf(stderr, "error: %s\n", router.error().c_str());
     return 1;
   }
-  server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = a.port;
-  sc.http_threads = a.http_threads;
-  sc.api_key = a.api_key;
-  server::HttpServer srv(*router.value(), sc);
-  const int rc = srv.run();
-  router.value()->shutdown();
-  return rc;
+  return serve_http(*router.value(), a.http);
 }
 
 }  // namespace pdserve::cli

@@ -1,19 +1,36 @@
 // `pdserve serve`: the monolithic server (engine + OpenAI HTTP API in one process).
 #include <cstdio>
 
-#include "base/log.h"
 #include "cli/commands.h"
 #include "server/http_server.h"
 
 namespace pdserve::cli {
 
+void add_http_options(CLI::App& cmd, HttpArgs& a) {
+  cmd.add_option("--host", a.host, "bind address")->default_val("127.0.0.1");
+  cmd.add_option("--port", a.port, "TCP port")->default_val(8080)->check(CLI::Range(0, 65535));
+  cmd.add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")
+      ->default_val(256)
+      ->check(CLI::Range(1, 4096));
+  cmd.add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+}
+
+int serve_http(engine::Engine& engine, const HttpArgs& a) {
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = a.port;
+  sc.http_threads = a.http_threads;
+  sc.api_key = a.api_key;
+  server::HttpServer srv(engine, sc);
+  const int rc = srv.run();
+  engine.shutdown();
+  return rc;
+}
+
 void add_serve_command(CLI::App& app, ServeArgs& a) {
   CLI::App* cmd = app.add_subcommand("serve", "serve the OpenAI API on one process");
   add_engine_options(*cmd, a.engine);
-  cmd->add_option("--host", a.host, "bind address")->default_val("127.0.0.1");
-  cmd->add_option("--port", a.port, "TCP port")->default_val(8080)->check(CLI::Range(0, 65535));
-  cmd->add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")->default_val(256)->check(CLI::Range(1, 4096));
-  cmd->add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  add_http_options(*cmd, a.http);
 }
 
 int run_serve(const ServeArgs& a) {
@@ -22,15 +39,7 @@ int run_serve(const ServeArgs& a) {
     std::fprintf(stderr, "error: %s\n", eng.error().c_str());
     return 1;
   }
-  server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = a.port;
-  sc.http_threads = a.http_threads;
-  sc.api_key = a.api_key;
-  server::HttpServer srv(*eng.value(), sc);
-  const int rc = srv.run();
-  eng.value()->shutdown();
-  return rc;
+  return serve_http(*eng.value(), a.http);
 }
 
 }  // namespace pdserve::cli

@@ -15,12 +15,21 @@ namespace pdserve::cli {
 /// Adds the engine flags shared by serve and generate (model, threads, KV cache, batching).
 void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg);
 
-struct ServeArgs {
-  engine::EngineConfig engine;
+/// The OpenAI HTTP front of serve and router.
+struct HttpArgs {
   std::string host = "127.0.0.1";
   int port = 8080;
-  int http_threads = 64;
+  int http_threads = 256;
   std::string api_key;
+};
+/// Adds --host, --port, --http-threads, --api-key.
+void add_http_options(CLI::App& cmd, HttpArgs& a);
+/// Serves the OpenAI API over `engine` until SIGINT/SIGTERM, then shuts the engine down.
+int serve_http(engine::Engine& engine, const HttpArgs& a);
+
+struct ServeArgs {
+  engine::EngineConfig engine;
+  HttpArgs http;
 };
 void add_serve_command(CLI::App& app, ServeArgs& a);
 int run_serve(const ServeArgs& a);
@@ -69,10 +78,7 @@ int run_quantize(const QuantizeArgs& a);
 
 struct RouterArgs {
   std::string model, model_name;
-  std::string host = "127.0.0.1";
-  int port = 8080;
-  int http_threads = 64;
-  std::string api_key;
+  HttpArgs http;
   std::vector<std::string> decode, decode_long, prefill;  // HOST:PORT lists (comma-separated)
   std::string policy = "least_load";
   int long_prompt_threshold = 1024;

@@ -72,21 +72,12 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
 }
 
 grpc::Status DecodeServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* resp) {
-  resp->set_ok(true);
-  resp->set_role("decode");
-  resp->set_model_name(engine_.model_name());
-  resp->set_context_length(engine_.context_length());
+  fill_health(engine_, "decode", resp);
   return grpc::Status::OK;
 }
 
 grpc::Status DecodeServiceImpl::Load(grpc::ServerContext*, const LoadRequest*, LoadResponse* resp) {
-  const engine::EngineStats s = engine_.stats();
-  resp->set_requests_running(s.requests_running);
-  resp->set_requests_waiting(s.requests_waiting);
-  resp->set_kv_blocks_total(s.kv_blocks_total);
-  resp->set_kv_blocks_used(s.kv_blocks_used);
-  resp->set_kv_blocks_cached(s.kv_blocks_cached);
-  resp->set_kv_blocks_free(s.kv_blocks_free);
+  fill_load(engine_, resp);
   return grpc::Status::OK;
 }
 

@@ -187,21 +187,12 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
 }
 
 grpc::Status PrefillServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* res) {
-  res->set_ok(true);
-  res->set_role("prefill");
-  res->set_model_name(engine_.model_name());
-  res->set_context_length(engine_.context_length());
+  fill_health(engine_, "prefill", res);
   return grpc::Status::OK;
 }
 
 grpc::Status PrefillServiceImpl::Load(grpc::ServerContext*, const LoadRequest*, LoadResponse* res) {
-  const engine::EngineStats s = engine_.stats();
-  res->set_requests_running(s.requests_running);
-  res->set_requests_waiting(s.requests_waiting);
-  res->set_kv_blocks_total(s.kv_blocks_total);
-  res->set_kv_blocks_used(s.kv_blocks_used);
-  res->set_kv_blocks_cached(s.kv_blocks_cached);
-  res->set_kv_blocks_free(s.kv_blocks_free);
+  fill_load(engine_, res);
   return grpc::Status::OK;
 }
 

@@ -82,4 +82,21 @@ engine::FinishReason finish_reason_from_name(std::string_view name) {
   return engine::FinishReason::Error;
 }
 
+void fill_health(const engine::Engine& engine, const char* role, HealthResponse* out) {
+  out->set_ok(true);
+  out->set_role(role);
+  out->set_model_name(engine.model_name());
+  out->set_context_length(engine.context_length());
+}
+
+void fill_load(const engine::Engine& engine, LoadResponse* out) {
+  const engine::EngineStats s = engine.stats();
+  out->set_requests_running(s.requests_running);
+  out->set_requests_waiting(s.requests_waiting);
+  out->set_kv_blocks_total(s.kv_blocks_total);
+  out->set_kv_blocks_used(s.kv_blocks_used);
+  out->set_kv_blocks_cached(s.kv_blocks_cached);
+  out->set_kv_blocks_free(s.kv_blocks_free);
+}
+
 }  // namespace pdserve::disagg

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "disagg/proto/pdserve.pb.h"
+#include "engine/engine.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
 
@@ -26,5 +27,9 @@ engine::StreamDelta from_proto(const GenerateResponse& in);
 
 /// "stop" | "length" | "abort" | "error" → the reason; "" → None; anything else → Error.
 engine::FinishReason finish_reason_from_name(std::string_view name);
+
+/// Health and Load answers of a worker role ("prefill" | "decode") over its engine.
+void fill_health(const engine::Engine& engine, const char* role, HealthResponse* out);
+void fill_load(const engine::Engine& engine, LoadResponse* out);
 
 }  // namespace pdserve::disagg
