@@ -1,5 +1,6 @@
 #include "server/generation_handler.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +17,10 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // After asking the engine to abort (shutdown), how long to wait for its final deltas.
 constexpr auto kAbortGrace = std::chrono::seconds(10);
+// Non-streamed requests still running after kHeartbeatAfter send a space every
+// kHeartbeatInterval, which is how a client's disconnect gets noticed.
+constexpr auto kHeartbeatAfter = std::chrono::milliseconds(1000);
+constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
 
 }  // namespace
 
@@ -65,55 +70,102 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
   if (r.stream) {
     respond_stream(r, std::move(streams), res);
   } else {
-    respond_full(r, *streams, res);
+    respond_full(r, std::move(streams), res);
   }
 }
 
-void GenerationHandler::respond_full(const GenerationRequest& r, ChoiceStreams& streams,
-                                     httplib::Response& res) const {
-  std::vector<ChoiceResult> choices(static_cast<size_t>(streams.size()));
-  for (size_t i = 0; i < choices.size(); ++i) choices[i].index = static_cast<int>(i);
+/// Output of a non-streamed request, gathered from its choices' streams.
+struct GenerationHandler::FullResult {
+  GenerationRequest request;
+  std::unique_ptr<ChoiceStreams> streams;
+  std::vector<ChoiceResult> choices;
   std::string error;
   bool aborting = false;
   std::chrono::steady_clock::time_point abort_deadline;
-  while (!streams.done()) {
-    if (!aborting && stopping_ && stopping_->load()) {
-      streams.abort_all();
-      aborting = true;
-      abort_deadline = std::chrono::steady_clock::now() + kAbortGrace;
+};
+
+bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget) const {
+  const auto until = std::chrono::steady_clock::now() + budget;
+  while (!f.streams->done()) {
+    if (!f.aborting && stopping_ && stopping_->load()) {
+      f.streams->abort_all();
+      f.aborting = true;
+      f.abort_deadline = std::chrono::steady_clock::now() + kAbortGrace;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (f.aborting && now > f.abort_deadline) return true;
+    if (now >= until) return false;
     ChoiceStreams::Event ev;
-    if (!streams.next(ev, kPollInterval)) {
-      if (aborting && std::chrono::steady_clock::now() > abort_deadline) break;
+    if (!f.streams->next(ev, std::min<std::chrono::milliseconds>(
+                                 kPollInterval, std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
+                                                    std::chrono::milliseconds(1)))) {
       continue;
     }
-    ChoiceResult& c = choices[static_cast<size_t>(ev.choice)];
+    ChoiceResult& c = f.choices[static_cast<size_t>(ev.choice)];
     c.text += ev.delta.text;
-    if (r.want_logprobs()) {
+    if (f.request.want_logprobs()) {
       c.logprobs.insert(c.logprobs.end(), ev.delta.logprobs.begin(), ev.delta.logprobs.end());
     }
     if (ev.delta.finish != engine::FinishReason::None) c.finish = ev.delta.finish;
-    if (ev.delta.finish == engine::FinishReason::Error && error.empty()) {
-      error = ev.delta.error.empty() ? "generation failed" : ev.delta.error;
+    if (ev.delta.finish == engine::FinishReason::Error && f.error.empty()) {
+      f.error = ev.delta.error.empty() ? "generation failed" : ev.delta.error;
     }
   }
-  if (!error.empty()) {
-    PDS_LOG_ERROR("generation failed: {}", error);
-    send_error(res, server_error(error));
-    return;
+  return true;
+}
+
+std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) const {
+  if (!f.error.empty()) {
+    PDS_LOG_ERROR("generation failed: {}", f.error);
+    const ApiError e = server_error(f.error);
+    return {e.status, e.body()};
   }
-  for (const auto& c : choices) {
+  for (const auto& c : f.choices) {
     if (c.finish == engine::FinishReason::Abort || c.finish == engine::FinishReason::None) {
-      send_error(res, unavailable("The request was aborted because the server is shutting down."));
-      return;
+      const ApiError e = unavailable("The request was aborted because the server is shutting down.");
+      return {e.status, e.body()};
     }
   }
+  const GenerationRequest& r = f.request;
   const ResponseMeta meta = new_meta(r.endpoint);
   const json body =
       r.endpoint == Endpoint::ChatCompletions
-          ? chat_response(meta, choices, streams.usage(), r.want_logprobs(), piece_fn())
-          : completion_response(meta, choices, streams.usage(), r.want_logprobs(), piece_fn());
-  send_json(res, 200, body);
+          ? chat_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn())
+          : completion_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn());
+  return {200, dump_json(body)};
+}
+
+void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
+                                     httplib::Response& res) const {
+  auto f = std::make_shared<FullResult>();
+  f->request = r;
+  f->streams = std::move(streams);
+  f->choices.resize(static_cast<size_t>(f->streams->size()));
+  for (size_t i = 0; i < f->choices.size(); ++i) f->choices[i].index = static_cast<int>(i);
+  if (collect(*f, kHeartbeatAfter)) {
+    auto [status, body] = full_response(*f);
+    res.status = status;
+    res.set_content(body, "application/json");
+    return;
+  }
+  // A long request: answer 200 now and send a space (JSON allows leading white space)
+  // every kHeartbeatInterval until the body is ready. A failed write means the client
+  // went away: abort, so its KV blocks are freed at the next engine step. An error after
+  // this point arrives as the error object with status 200.
+  res.status = 200;
+  res.set_chunked_content_provider("application/json", [this, f](size_t, httplib::DataSink& sink) {
+    if (!collect(*f, kHeartbeatInterval)) {
+      if (!sink.write(" ", 1)) {
+        f->streams->abort_all();
+        return false;
+      }
+      return true;
+    }
+    const std::string body = full_response(*f).second;
+    const bool ok = sink.write(body.data(), body.size());
+    sink.done();
+    return ok;
+  });
 }
 
 void GenerationHandler::respond_stream(const GenerationRequest& r,

@@ -23,7 +23,16 @@ class GenerationHandler {
   void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) const;
 
  private:
-  void respond_full(const GenerationRequest& r, ChoiceStreams& streams, httplib::Response& res) const;
+  struct FullResult;
+  /// Non-streamed answer. Requests that finish within kHeartbeatAfter get a normal
+  /// response; longer ones get status 200 at once and white-space heartbeats until the
+  /// JSON body, so a disconnected client is noticed and its request aborted.
+  void respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
+                    httplib::Response& res) const;
+  /// Gathers output for up to `budget`; true when every choice has finished.
+  bool collect(FullResult& f, std::chrono::milliseconds budget) const;
+  /// The HTTP status and JSON body for gathered output (an error object on failure).
+  std::pair<int, std::string> full_response(FullResult& f) const;
   void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
                       httplib::Response& res) const;
   ResponseMeta new_meta(Endpoint endpoint) const;

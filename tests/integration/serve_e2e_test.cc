@@ -213,6 +213,33 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(freed) << "blocks still in use 2 s after the client hung up: " << health().dump();
+
+  // A non-streamed request whose client gives up: heartbeats reveal the disconnect.
+  httplib::Request full;
+  full.method = "POST";
+  full.path = "/v1/completions";
+  full.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}}.dump();
+  full.set_header("Content-Type", "application/json");
+  std::string received;
+  full.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    return false;  // give up at the first byte (a heartbeat, after about a second)
+  };
+  httplib::Client impatient("127.0.0.1", slow.port());
+  httplib::Response full_res;
+  impatient.send(full, full_res, err);
+  EXPECT_EQ(received.find("choices"), std::string::npos) << "the request finished before the client gave up";
+  const auto gave_up = std::chrono::steady_clock::now();
+  freed = false;
+  while (std::chrono::steady_clock::now() - gave_up < std::chrono::seconds(2)) {
+    json h = health();
+    if (h["kv_blocks_used"] == 0 && h["requests_running"] == 0) {
+      freed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed) << "a non-streamed request kept running after its client left: " << health().dump();
   // The server still answers.
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(ok);
