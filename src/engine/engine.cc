@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "kv/radix_cache.h"
 #include "model/model.h"
@@ -539,9 +540,10 @@ void EngineImpl::step() {
       batch.positions.push_back(pos);
       batch.slot_mapping.push_back(s.block_table.slot(pos, bs));
       batch.seq_ids.push_back(static_cast<int32_t>(i));
-      // Prompt tokens of a >= 2-token prompt take the reference's batched-prompt matmul
-      // order; generated tokens (also when recomputed after preemption) the decode order.
-      batch.gemm_order.push_back(pos < s.role_prompt_len && s.role_prompt_len >= 2 ? 1 : 0);
+      // Prompt tokens take the reference's batched-prompt matmul orders (by position in
+      // the prompt); generated tokens (also when recomputed after preemption) the decode
+      // order. See kernels::matmul.
+      batch.gemm_order.push_back(kernels::gemm_order_flag(pos, s.role_prompt_len));
     }
     if (plan[i].needs_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
   }

@@ -275,25 +275,37 @@ uint8_t* act_scratch(size_t bytes) {
   return b.p;
 }
 
-void matmul_quantized(const WeightView& w, const float* x, int n_tokens, float* y, Isa isa) {
+void matmul_quantized(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order, Isa isa) {
   const int64_t stride = act_row_bytes(w.type, w.cols);
   uint8_t* act = act_scratch(static_cast<size_t>(stride) * n_tokens);
 #pragma omp parallel for schedule(static) if (n_tokens > 1 && worth_parallel(w.cols * n_tokens * 8))
   for (int t = 0; t < n_tokens; ++t) quantize_act(w.type, x + static_cast<int64_t>(t) * w.cols, act + t * stride, w.cols);
   const QGemmFn f = select_qgemm(isa, w.type);
-  // Row chunks: a multiple of the kernels' 4-row tile; every (row, token) value is computed
+  // Runs of consecutive tokens with the same reduction order (one run unless the type's
+  // order depends on the token's flag: repacked Q4_K).
+  struct Run { int t0, t1; QOrder order; };
+  std::vector<Run> runs;
+  for (int t = 0; t < n_tokens; ++t) {
+    const QOrder o = quant_order(w.type, w.rows, gemm_order ? gemm_order[t] : 0);
+    if (runs.empty() || runs.back().order != o) runs.push_back({t, t + 1, o});
+    else runs.back().t1 = t + 1;
+  }
+  // Row chunks: a multiple of the kernels' row tiles; every (row, token) value is computed
   // the same way whatever chunk holds it.
   constexpr int64_t kChunk = 16;
   const int64_t n_chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens / 4))
-  for (int64_t c = 0; c < n_chunks; ++c) f(w, act, stride, n_tokens, c * kChunk, std::min(w.rows, (c + 1) * kChunk), y, w.rows);
+  for (int64_t c = 0; c < n_chunks; ++c)
+    for (const Run& run : runs)
+      f(w, act + run.t0 * stride, stride, run.t1 - run.t0, c * kChunk, std::min(w.rows, (c + 1) * kChunk), y + int64_t{run.t0} * w.rows,
+        w.rows, run.order);
 }
 
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order, Isa isa) {
   if (is_quantized(w.type)) {
-    matmul_quantized(w, x, n_tokens, y, isa);
+    matmul_quantized(w, x, n_tokens, y, gemm_order, isa);
     return;
   }
   // F16 / BF16 weights: like ggml (vec_dot_type F16 / BF16), the activations are first

@@ -2,6 +2,7 @@
 // y[t][r] = dot(W[r, :], x[t, :]) for every token t and output row r.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "gguf/ggml_types.h"
@@ -51,14 +52,32 @@ bool has_quant_kernel(Isa isa, gguf::GgmlType t);
 ///     flag 0 → ggml_vec_dot_f16 / ggml_vec_dot_bf16 (AVX-512 / AVX512-BF16) order, flag 1
 ///     with cols % 16 (F16) / % 32 (BF16) == 0 → tinyBLAS order (one accumulator).
 ///   * quantised weights: each token's activations are quantised to the type's
-///     vec_dot_type (Q8_0 / Q8_K, as ggml), then integer block dots in the fixed order of
-///     quants.h vec_dot_scalar — the same bits on the GEMV (1 token) and GEMM (tiles of
-///     tokens) code paths of every ISA; the flag is ignored.
+///     vec_dot_type (Q8_0 / Q8_K, as ggml), then exact integer block dots and the float
+///     order of quants.h vec_dot_scalar(order = quant_order(type, rows, flag)) — the same
+///     bits on the GEMV (1 token) and GEMM (tiles of tokens) code paths of every ISA. Only
+///     repacked Q4_K (rows % 8 == 0) looks at the flag: 1 → llama.cpp's GEMM kernel order,
+///     0 or 2 → its GEMV order (the repacked mul_mat runs tokens [0, n − n % 4) of a batch
+///     through GEMM and the ragged rest through GEMV).
+/// Flag values: 0 = decode token (or a 1-token prompt); 1 = prompt token the reference
+/// multiplies in a GEMM; 2 = prompt token in the ragged tail (the last prompt_len % 4 of
+/// the prompt): still tinyBLAS for float weights, GEMV for repacked quantised weights.
+/// gemm_order_flag() computes it.
 /// Batch invariant: each y[t][r] is one dot product whose order depends only on the
 /// weight shape and the token's own flag, so a token's result is bit-identical whatever
 /// n_tokens is and whatever else is in x.
 void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order,
             Isa isa = Isa::kAuto);
+
+/// The gemm_order flag of the token at position `pos` of a sequence whose prompt has
+/// `prompt_len` tokens, as the reference processes a prompt: in micro-batches of `ubatch`
+/// tokens (llama.cpp's default n_ubatch 512), each a mul_mat of its tokens.
+inline uint8_t gemm_order_flag(int64_t pos, int64_t prompt_len, int64_t ubatch = 512) {
+  if (pos >= prompt_len || prompt_len < 2) return 0;
+  const int64_t start = pos / ubatch * ubatch;
+  const int64_t len = std::min(ubatch, prompt_len - start);
+  if (len < 2) return 0;  // a 1-token micro-batch is a decode-shaped mul_mat
+  return pos - start < len - len % 4 ? 1 : 2;
+}
 
 /// Copies row `r` of `w` into `out` as float32 (embedding lookup).
 void dequantize_row(const WeightView& w, int64_t r, float* out);

@@ -1,11 +1,12 @@
-// AVX-512 VNNI quantised matmul kernels — NOT WRITTEN YET: the table is empty, so matmul() falls
-// back to the next path down (ending at the scalar path, qgemm_scalar.cc), and
-// kernels_quant_test reports this path as skipped. A kernel added here must reproduce
-// quants.h vec_dot_scalar bit for bit (kernels_quant_test checks it).
-#include "kernels/qgemm.h"
+// AVX-512 VNNI quantised matmul kernels (VPDPBUSD on 256-bit vectors, AVX512VL); body in
+// qgemm_simd.inc.
+#include <cstring>
+#define QG_VNNI 1
+#define QG_NS avx512vnni
+#include "kernels/qgemm_simd.inc"
 
 namespace pdserve::kernels {
 
-QGemmFn qgemm_avx512vnni(gguf::GgmlType) { return nullptr; }
+QGemmFn qgemm_avx512vnni(gguf::GgmlType t) { return avx512vnni::table(t); }
 
 }  // namespace pdserve::kernels

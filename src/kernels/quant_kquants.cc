@@ -445,4 +445,37 @@ float vec_dot_kquant_scalar(GgmlType t, const void* w, const void* act, int64_t 
   return r;
 }
 
+float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm) {
+  const auto* a = static_cast<const ActQ8K*>(act);
+  uint8_t q[QK_K];
+  int sc[16], mn[8];
+  float d, dmin;
+  float acc = 0.f, acc_m = 0.f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    unpack_kquant(GgmlType::Q4_K, w, i, q, sc, mn, &d, &dmin);
+    const float dd = d * a[i].d, dm = dmin * a[i].d;
+    int32_t isum = 0, imin = 0;
+    for (int j = 0; j < 8; ++j) {
+      int32_t s = 0;
+      for (int g = 0; g < 8; ++g) {  // groups of 4 (see vec_dot_q4_0_repack_scalar)
+        int32_t sg = 0;
+        for (int e = 32 * j + 4 * g; e < 32 * j + 4 * g + 4; ++e) sg += int32_t{q[e]} * a[i].qs[e];
+        s += sg;
+      }
+      isum += sc[j] * s;
+      imin += mn[j] * a[i].bsum32[j];
+      if (gemm && j % 2 == 1) {  // GEMM: one fma pair per two sub-blocks
+        acc = std::fma(static_cast<float>(isum), dd, acc);
+        acc_m = std::fma(static_cast<float>(imin), dm, acc_m);
+        isum = imin = 0;
+      }
+    }
+    if (!gemm) {
+      acc = std::fma(static_cast<float>(isum), dd, acc);
+      acc_m = std::fma(static_cast<float>(imin), dm, acc_m);
+    }
+  }
+  return acc - acc_m;
+}
+
 }  // namespace pdserve::kernels

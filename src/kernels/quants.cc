@@ -75,7 +75,14 @@ void quantize_act(GgmlType wt, const float* x, void* dst, int64_t n) {
   else quantize_act_q8_0(x, dst, n);
 }
 
-float vec_dot_scalar(GgmlType wt, const void* w, const void* act, int64_t n) {
+QOrder quant_order(GgmlType t, int64_t rows, uint8_t flag) {
+  if ((t != GgmlType::Q4_0 && t != GgmlType::Q4_K) || rows % 8 != 0) return QOrder::kVecDot;
+  return flag == 1 ? QOrder::kRepackGemm : QOrder::kRepackGemv;
+}
+
+float vec_dot_scalar(GgmlType wt, const void* w, const void* act, int64_t n, QOrder order) {
+  if (order != QOrder::kVecDot && wt == GgmlType::Q4_0) return vec_dot_q4_0_repack_scalar(w, act, n);
+  if (order != QOrder::kVecDot && wt == GgmlType::Q4_K) return vec_dot_q4_K_repack_scalar(w, act, n, order == QOrder::kRepackGemm);
   return is_kquant(wt) ? vec_dot_kquant_scalar(wt, w, act, n) : vec_dot_legacy_scalar(wt, w, act, n);
 }
 

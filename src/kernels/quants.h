@@ -50,17 +50,35 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 ///    hsum_float_8(acc), plus for Q4_K the mins term in 4 lanes
 ///    (acc_m[m] = fma(-d_a*dmin_w, m_2m·bsum_2m + m_2m+1·bsum_2m+1, acc_m[m]), folded
 ///    (m0+m2)+(m1+m3)), for Q5_K a scalar summs = fma(-d_a*dmin_w, Σ m_j·bsum_j, summs).
-float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t n);
+///
+/// kRepackGemv / kRepackGemm (Q4_0 and Q4_K only) are instead the orders of llama.cpp's
+/// repacked x86 kernels (ggml-cpu/arch/x86/repack.cpp: ggml_gemv/gemm_q4_0_8x8_q8_0,
+/// ggml_gemv/gemm_q4_K_8x8_q8_K): one float accumulator per (row, token), blocks in order.
+///  * Q4_0 (GEMV and GEMM alike): acc = fma((float) Σ_32 w·a, d_w*d_a, acc).
+///  * Q4_K GEMV: per super-block acc = fma((float) Σ_j sc_j·Σ(q·a)_j, d_w*d_a, acc) and
+///    acc_m = fma((float) Σ_j m_j·bsum32_j, dmin_w*d_a, acc_m); result acc − acc_m.
+///  * Q4_K GEMM (AVX-512 branch): the same, but one fma pair per 64 values (sub-blocks
+///    2s, 2s+1, s = 0..3) instead of per super-block.
+enum class QOrder { kVecDot, kRepackGemv, kRepackGemm };
+/// The order llama.cpp's CPU backend (AVX2 / AVX-512 build) uses for a `rows`-row matrix of
+/// type `t` and a token with matmul flag `flag` (matmul.h): ggml_repack_get_optimal_repack_type
+/// repacks Q4_0 and Q4_K when rows % 8 == 0 (q4_0_8x8_q8_0, q4_K_8x8_q8_K); the repacked
+/// mul_mat sends tokens [0, n − n % 4) of its batch to the GEMM kernel (flag 1) and the
+/// rest to the GEMV kernel (flags 0 and 2). Everything else (Q6_K included) is not repacked.
+QOrder quant_order(gguf::GgmlType t, int64_t rows, uint8_t flag = 0);
+float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t n, QOrder order = QOrder::kVecDot);
 
 // Per-family entry points (used by the dispatchers above and by tests).
 void dequantize_legacy(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_legacy(gguf::GgmlType t, const float* src, void* dst, int64_t n);
 void quantize_act_q8_0(const float* x, void* dst, int64_t n);
 float vec_dot_legacy_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+float vec_dot_q4_0_repack_scalar(const void* w, const void* act, int64_t n);
 void dequantize_kquant(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_kquant(gguf::GgmlType t, const float* src, void* dst, int64_t n);
 void quantize_act_q8_k(const float* x, void* dst, int64_t n);
 float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm);
 
 /// ggml's hsum_float_8 (ggml-cpu/arch/x86/quants.c): 128-bit halves added, then movehl,
 /// then movehdup — ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).

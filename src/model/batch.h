@@ -21,15 +21,16 @@ struct Batch {
   std::vector<const int32_t*> block_tables;     // per sequence: its block ids
   std::vector<int32_t> logits_rows;             // token indices whose logits are returned, in order
 
-  /// Per token (empty = all 0): 1 for a prompt token of a prompt of >= 2 tokens, 0 for a
-  /// generated token (also when a preempted sequence recomputes it) and for the single
+  /// Per token (empty = all 0): kernels::gemm_order_flag(pos, prompt_len) — 1 or 2 for a
+  /// prompt token of a prompt of >= 2 tokens (2: in the ragged last prompt_len % 4), 0 for
+  /// a generated token (also when a preempted sequence recomputes it) and for the single
   /// token of a 1-token prompt. It picks the matmul reduction order (kernels::matmul):
   /// the reference engine (llama.cpp CPU) multiplies a multi-token prompt batch with
   /// tinyBLAS sgemm and a one-token decode step with ggml_vec_dot_f32, whose float sums
   /// differ in the last bits. Keying the order on the token's role — not on how many
   /// tokens share this batch — reproduces the reference while keeping batch invariance
   /// (DESIGN.md §3): a token gets the same bits alone, batched, chunked or recomputed.
-  /// Rule for builders: flag = pos < prompt_len && prompt_len >= 2.
+  /// Rule for builders: flag = kernels::gemm_order_flag(pos, prompt_len).
   /// The last layer's FFN and the output head ignore it: they run on the logits rows only,
   /// in decode order, as the reference runs them on its one output token per prompt.
   std::vector<uint8_t> gemm_order;

@@ -99,9 +99,11 @@ TEST(KernelsQuant, ScalarDotMatchesExactDotOfDequantisedOperands) {
       const std::vector<float> ad = dequantize_act(t, act.data(), n);
       double exact = 0, mag = 0;
       for (int64_t i = 0; i < n; ++i) { exact += double(wd[i]) * ad[i]; mag += std::fabs(double(wd[i]) * ad[i]); }
-      const float got = kernels::vec_dot_scalar(t, wq.data(), act.data(), n);
       const double k = n / 32.0 + 16;
-      EXPECT_LE(std::fabs(got - exact), k * std::ldexp(1.0, -23) * mag) << "n " << n << " got " << got << " exact " << exact;
+      for (auto order : {kernels::QOrder::kVecDot, kernels::QOrder::kRepackGemv, kernels::QOrder::kRepackGemm}) {
+        const float got = kernels::vec_dot_scalar(t, wq.data(), act.data(), n, order);
+        EXPECT_LE(std::fabs(got - exact), k * std::ldexp(1.0, -23) * mag) << "n " << n << " got " << got << " exact " << exact;
+      }
     }
   }
 }
@@ -146,18 +148,23 @@ void check_isa(kernels::Isa isa) {
       continue;
     }
     SCOPED_TRACE(gguf::type_name(t));
-    for (int n : {1, 3, 8}) {
-      const int64_t rows = 37, cols = 768;
-      const std::vector<float> wf = randn(rows * cols, rng);
-      std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
-      kernels::quantize(t, wf.data(), wq.data(), rows * cols);
-      kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
-      const std::vector<float> x = randn(n * cols, rng);
-      std::vector<float> ys(n * rows), yi(n * rows);
-      kernels::matmul(w, x.data(), n, ys.data(), nullptr, kernels::Isa::kScalar);
-      kernels::matmul(w, x.data(), n, yi.data(), nullptr, isa);
-      EXPECT_EQ(ys, yi) << "n_tokens " << n;
-    }
+    // rows 37: ggml's vec_dot order; rows 40 (a multiple of 8): Q4_0 / Q4_K take the
+    // repacked orders, picked per token by the flags (GEMM 1, GEMV 0 and 2).
+    for (int64_t rows : {37, 40})
+      for (int n : {1, 3, 8}) {
+        const int64_t cols = 768;
+        const std::vector<float> wf = randn(rows * cols, rng);
+        std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
+        kernels::quantize(t, wf.data(), wq.data(), rows * cols);
+        kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
+        const std::vector<float> x = randn(n * cols, rng);
+        std::vector<uint8_t> flags(n);
+        for (int k = 0; k < n; ++k) flags[k] = static_cast<uint8_t>((k * 7 + n) % 3);
+        std::vector<float> ys(n * rows), yi(n * rows);
+        kernels::matmul(w, x.data(), n, ys.data(), flags.data(), kernels::Isa::kScalar);
+        kernels::matmul(w, x.data(), n, yi.data(), flags.data(), isa);
+        EXPECT_EQ(ys, yi) << "rows " << rows << " n_tokens " << n;
+      }
   }
   if (!missing.empty()) GTEST_SKIP() << kernels::isa_name(isa) << ": no kernel yet for " << missing;
 }

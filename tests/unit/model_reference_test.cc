@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
@@ -53,7 +54,7 @@ struct Runner {
       b.positions.push_back(pos + i);
       b.slot_mapping.push_back(table.slot(pos + i, block_size));
       b.seq_ids.push_back(0);
-      b.gemm_order.push_back(pos + static_cast<int>(i) < prompt_len && prompt_len >= 2 ? 1 : 0);
+      b.gemm_order.push_back(kernels::gemm_order_flag(pos + static_cast<int>(i), prompt_len));
     }
     b.logits_rows.push_back(static_cast<int>(toks.size()) - 1);
     std::vector<float> logits(m->config().n_vocab);
