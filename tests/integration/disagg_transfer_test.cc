@@ -179,5 +179,17 @@ TEST(DisaggTransfer, DecodePrefixCacheHitSendsOnlyTheMissingBlocks) {
   EXPECT_TRUE(wait_no_blocks_used(c));
 }
 
+TEST(DisaggTransfer, AKvLayoutMismatchIsRefusedAtHandshakeAndRecomputed) {
+  // The prefill worker uses 8-token blocks, the decode worker 16: the prefill side refuses
+  // the stream at once (naming the difference) and the decode worker computes locally.
+  Cluster c(options({"--block-size", "8"}));
+  ASSERT_TRUE(c.ready()) << c.error();
+  expect_reference_outputs(c, "layout mismatch");
+  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason=\"handshake\""), 0);
+  EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total"), 0);
+  EXPECT_NE(c.node(Role::Decode, 0).log().find("block size 16 (decode) vs 8 (prefill)"), std::string::npos) << c.logs();
+  EXPECT_TRUE(wait_no_blocks_used(c));
+}
+
 }  // namespace
 }  // namespace pdserve

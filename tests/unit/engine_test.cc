@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <thread>
 
 #include "support/engine_runner.h"
@@ -184,6 +185,39 @@ TEST(Engine, RequestLargerThanThePoolIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("blocks"), std::string::npos);
   EXPECT_EQ(drain(*submit(*e, cases()[0].prompt_tokens, greedy(8))).tokens.size(), 8u);
+}
+
+}  // namespace
+}  // namespace pdserve
+
+namespace pdserve {
+namespace {
+
+TEST(Engine, GreedyRequestIsTheSameAloneAndInBatchesOfOneToThirtyTwo) {
+  auto e = make_engine({});
+  const auto& target = cases()[1];
+  const Completion alone = drain(*submit(*e, target.prompt_tokens, greedy(40)));
+  std::mt19937 rng(7);
+  for (int batch : {1, 2, 4, 8, 16, 32}) {
+    std::vector<std::shared_ptr<engine::RequestStream>> others;
+    const int before = static_cast<int>(rng() % batch);
+    auto add_other = [&] {
+      engine::SamplingParams p;
+      p.temperature = rng() % 2 ? 0.f : 1.1f;
+      p.top_k = static_cast<int>(rng() % 50);
+      p.max_tokens = 1 + static_cast<int>(rng() % 60);
+      if (rng() % 3 == 0) p.stop = {"."};
+      if (rng() % 2) p.seed = rng();
+      const auto& c = cases()[rng() % cases().size()];
+      others.push_back(submit(*e, c.prompt_tokens, p));
+    };
+    for (int i = 0; i < before; ++i) add_other();
+    auto mine = submit(*e, target.prompt_tokens, greedy(40));
+    for (int i = before + 1; i < batch; ++i) add_other();
+    EXPECT_EQ(drain(*mine).tokens, alone.tokens) << "batch of " << batch;
+    for (auto& s : others) drain(*s);
+  }
+  EXPECT_TRUE(testing::wait_idle(*e));
 }
 
 }  // namespace
