@@ -225,6 +225,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
   seq->cache_ns = opts.cache_salt.empty() ? 0 : std::hash<std::string>{}("salt:" + opts.cache_salt) | 1;
+  seq->cache_salt = opts.cache_salt;
   seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
   seq->kv_sink = opts.kv_sink;
   if (seq->kv_sink) seq->sink_sent.assign(model_->config().n_layer, seq->kv_sink->skip_blocks());
@@ -393,6 +394,7 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     sib->deadline = parent.deadline;
     sib->priority = parent.priority;
     sib->cache_ns = parent.cache_ns;
+    sib->cache_salt = parent.cache_salt;
     sib->cached_tokens = parent.cached_tokens;
     sib->role_prompt_len = parent.role_prompt_len;
     std::vector<int32_t> copy;
@@ -442,6 +444,7 @@ void EngineImpl::start_remote_prefills() {
     task.seq_id = s->id;
     task.prompt = s->tokens;
     task.params = s->params;
+    task.cache_salt = s->cache_salt;
     task.num_cached_blocks = s->num_inserted;
     task.block_ids = s->block_table.blocks;
     const int choice = s->choice_index;
@@ -495,6 +498,7 @@ void EngineImpl::drain_remote_results() {
         sib->deadline = s->deadline;
         sib->priority = s->priority;
         sib->cache_ns = s->cache_ns;
+        sib->cache_salt = s->cache_salt;
         sib->role_prompt_len = s->role_prompt_len;
         sib->remote_tried = true;
         sched_.add(std::move(sib));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/kv_transfer.h"
@@ -63,6 +64,7 @@ struct Sequence {
 
   // Prefix cache state.
   uint64_t cache_ns = 0;                     // namespace: hash of the cache_salt
+  std::string cache_salt;                    // passed on to a prefill worker
   kv::RadixCache::Node* cache_node = nullptr;  // node of block num_inserted - 1 (or a root)
   int num_inserted = 0;                      // leading blocks known to the radix cache
   int cached_tokens = -1;                    // prompt tokens hit at first admission (-1: not yet)

@@ -191,5 +191,26 @@ TEST(DisaggTransfer, AKvLayoutMismatchIsRefusedAtHandshakeAndRecomputed) {
   EXPECT_TRUE(wait_no_blocks_used(c));
 }
 
+TEST(DisaggTransfer, CacheSaltReachesThePrefillWorker) {
+  ClusterOptions o = options({});
+  o.decode_args.push_back("--no-prefix-cache");  // the decode worker asks for every block
+  Cluster c(o);
+  ASSERT_TRUE(c.ready()) << c.error();
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+      "friends and her";
+  auto send = [&](const std::string& salt) {
+    auto cli = c.router_client();
+    auto res = cli.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 1}, {"cache_salt", salt}}.dump(),
+                        "application/json");
+    ASSERT_TRUE(res && res->status == 200);
+  };
+  send("tenant-a");
+  send("tenant-b");  // another namespace: no hit on the prefill worker
+  EXPECT_EQ(metric_sum(c, Role::Prefill, 0, "pdserve_prefix_cache_hits_total"), 0);
+  send("tenant-a");
+  EXPECT_GT(metric_sum(c, Role::Prefill, 0, "pdserve_prefix_cache_hits_total"), 0);
+}
+
 }  // namespace
 }  // namespace pdserve
