@@ -17,65 +17,16 @@
 #include "gguf/gguf.h"
 #include "tokenizer/bpe_pretokenizer.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::tokenizer {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::load_tokenizer;
+using testing::read_file;
 
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-  auto f = gguf::GgufFile::open(path);
-  EXPECT_TRUE(f.ok()) << f.error();
-  if (!f.ok()) return nullptr;
-  auto t = Tokenizer::from_gguf(**f);
-  EXPECT_TRUE(t.ok()) << t.error();
-  return t.ok() ? std::move(t).value() : nullptr;
-}
-
-/// Inputs of X.gguf.inp: each is followed by "\n__ggml_vocab_test__\n" (test-tokenizer-0).
-std::vector<std::string> read_inputs(const std::string& path) {
-  const std::string s = read_file(path);
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t m; (m = s.find(sep, pos)) != std::string::npos; pos = m + sep.size()) out.push_back(s.substr(pos, m - pos));
-  return out;
-}
-
-/// Line i of X.gguf.out: the expected ids of input i, space separated.
-std::vector<std::vector<int32_t>> read_outputs(const std::string& path) {
-  std::istringstream in(read_file(path));
-  std::vector<std::vector<int32_t>> out;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    for (int32_t id; ls >> id;) ids.push_back(id);
-    out.push_back(ids);
-  }
-  return out;
-}
-
-void check_vectors(const std::string& name) {
-  const std::string base = "../shared/tokenizer/ggml-vocab-" + name + ".gguf";
-  auto tok = load(base);
-  ASSERT_TRUE(tok);
-  auto inputs = read_inputs(base + ".inp");
-  auto expected = read_outputs(base + ".out");
-  ASSERT_EQ(inputs.size(), 46u);
-  ASSERT_EQ(inputs.size(), expected.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    EXPECT_EQ(tok->encode(inputs[i], /*add_bos=*/false), expected[i]) << name << " input #" << i << ": '" << inputs[i] << "'";
-    // test-tokenizer-0 also checks that decoding gives the input back (byte-level BPE
-    // is lossless on valid UTF-8 without special-token text).
-    EXPECT_EQ(tok->decode(expected[i]), inputs[i]) << name << " input #" << i;
-  }
-}
+void check_vectors(const std::string& name) { testing::check_vocab_vectors(name, /*check_decode=*/true); }
 
 TEST(TokenizerBpe, Gpt2Vectors) { check_vectors("gpt-2"); }
 TEST(TokenizerBpe, DeepseekLlmVectors) { check_vectors("deepseek-llm"); }
@@ -88,7 +39,7 @@ std::string hex(const std::string& bytes) {
 }
 
 TEST(TokenizerBpe, SynthQwen2Reference) {
-  auto tok = load("../shared/models/synth-qwen2-small-q8_0.gguf");
+  auto tok = load_tokenizer("../shared/models/synth-qwen2-small-q8_0.gguf");
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->vocab().pre, "gpt-2");
   EXPECT_FALSE(tok->vocab().add_bos);
@@ -206,7 +157,7 @@ TEST(TokenizerBpePre, UnknownPre) { EXPECT_FALSE(bpe_pre_config("no-such-pre"));
 // The BPE tokenizer on the gpt-2 vocabulary.
 
 TEST(TokenizerBpe, Gpt2Basics) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-gpt-2.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(tok);
   const Vocab& v = tok->vocab();
   EXPECT_FALSE(v.add_bos);  // gpt-2: no BOS unless tokenizer.ggml.add_bos_token says so
@@ -234,7 +185,7 @@ TEST(TokenizerBpe, Gpt2Basics) {
 }
 
 TEST(TokenizerBpe, DeepseekUserDefinedAndBos) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-deepseek-llm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-deepseek-llm.gguf");
   ASSERT_TRUE(tok);
   const Vocab& v = tok->vocab();
   EXPECT_TRUE(v.add_bos);  // tokenizer.ggml.add_bos_token = true
@@ -328,7 +279,7 @@ class TempGguf {
     EXPECT_TRUE(s.ok()) << s.message();
   }
   ~TempGguf() { std::remove(path_.c_str()); }
-  std::unique_ptr<Tokenizer> tokenizer() const { return load(path_); }
+  std::unique_ptr<Tokenizer> tokenizer() const { return load_tokenizer(path_); }
   Result<std::unique_ptr<Tokenizer>> try_tokenizer() const {
     auto f = gguf::GgufFile::open(path_);
     if (!f.ok()) return f.status();
@@ -400,8 +351,8 @@ TEST(TokenizerBpe, EncodeIsFast) {
   std::string text;
   while (text.size() < 4096) text += "The quick brown fox jumps over the lazy dog; \xc3\x9cn\xc3\xafc\xc3\xb6" "d\xc3\xa9 \xf0\x9f\xa6\x99 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e 12345.\n";
   std::vector<std::unique_ptr<Tokenizer>> toks;
-  toks.push_back(load("../shared/tokenizer/ggml-vocab-gpt-2.gguf"));
-  toks.push_back(load("../shared/tokenizer/ggml-vocab-deepseek-llm.gguf"));
+  toks.push_back(load_tokenizer("../shared/tokenizer/ggml-vocab-gpt-2.gguf"));
+  toks.push_back(load_tokenizer("../shared/tokenizer/ggml-vocab-deepseek-llm.gguf"));
   toks.push_back(gpt2_with_pre("llama-bpe"));
   toks.push_back(gpt2_with_pre("qwen2"));
   for (auto& tok : toks) {
@@ -424,7 +375,7 @@ TEST(TokenizerBpe, EncodeIsFast) {
 }
 
 TEST(TokenizerBpe, ConcurrentEncode) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-gpt-2.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(tok);
   const std::string text = "Hello, y'all! How are you \xf0\x9f\x98\x81 ?\xe6\x88\x91\xe6\x83\xb3 1314151";
   const auto want = tok->encode(text, false);

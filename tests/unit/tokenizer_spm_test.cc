@@ -8,62 +8,16 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::tokenizer {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::load_tokenizer;
+using testing::read_file;
 
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-  auto f = gguf::GgufFile::open(path);
-  EXPECT_TRUE(f.ok()) << f.error();
-  if (!f.ok()) return nullptr;
-  auto t = Tokenizer::from_gguf(**f);
-  EXPECT_TRUE(t.ok()) << t.error();
-  return t.ok() ? std::move(t).value() : nullptr;
-}
-
-/// Inputs of X.gguf.inp: each is followed by "\n__ggml_vocab_test__\n" (test-tokenizer-0).
-std::vector<std::string> read_inputs(const std::string& path) {
-  const std::string s = read_file(path);
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t m; (m = s.find(sep, pos)) != std::string::npos; pos = m + sep.size()) out.push_back(s.substr(pos, m - pos));
-  return out;
-}
-
-/// Line i of X.gguf.out: the expected ids of input i, space separated.
-std::vector<std::vector<int32_t>> read_outputs(const std::string& path) {
-  std::istringstream in(read_file(path));
-  std::vector<std::vector<int32_t>> out;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    for (int32_t id; ls >> id;) ids.push_back(id);
-    out.push_back(ids);
-  }
-  return out;
-}
-
-void check_vectors(const std::string& name) {
-  const std::string base = "../shared/tokenizer/ggml-vocab-" + name + ".gguf";
-  auto tok = load(base);
-  ASSERT_TRUE(tok);
-  auto inputs = read_inputs(base + ".inp");
-  auto expected = read_outputs(base + ".out");
-  ASSERT_EQ(inputs.size(), 46u);
-  ASSERT_EQ(inputs.size(), expected.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    EXPECT_EQ(tok->encode(inputs[i], /*add_bos=*/false), expected[i]) << name << " input #" << i << ": '" << inputs[i] << "'";
-  }
-}
+void check_vectors(const std::string& name) { testing::check_vocab_vectors(name, /*check_decode=*/false); }
 
 TEST(TokenizerSpm, LlamaSpmVectors) { check_vectors("llama-spm"); }
 TEST(TokenizerSpm, Phi3Vectors) { check_vectors("phi-3"); }
@@ -76,7 +30,7 @@ std::string hex(const std::string& bytes) {
 }
 
 TEST(TokenizerSpm, Stories260kReference) {
-  auto tok = load("../shared/models/stories260K.gguf");
+  auto tok = load_tokenizer("../shared/models/stories260K.gguf");
   ASSERT_TRUE(tok);
   auto ref = nlohmann::json::parse(read_file("../shared/reference/stories260K.json"));
   ASSERT_FALSE(ref["cases"].empty());
@@ -96,7 +50,7 @@ TEST(TokenizerSpm, Stories260kReference) {
 }
 
 TEST(TokenizerSpm, VocabMetadata) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   const Vocab& v = tok->vocab();
   EXPECT_EQ(v.model, "llama");
@@ -112,7 +66,7 @@ TEST(TokenizerSpm, VocabMetadata) {
   EXPECT_TRUE(tok->is_eog(2));
   EXPECT_FALSE(tok->is_eog(1));
 
-  auto phi = load("../shared/tokenizer/ggml-vocab-phi-3.gguf");
+  auto phi = load_tokenizer("../shared/tokenizer/ggml-vocab-phi-3.gguf");
   ASSERT_TRUE(phi);
   EXPECT_EQ(phi->vocab().eos_id, 32000);
   EXPECT_EQ(phi->vocab().pad_id, 32000);
@@ -124,7 +78,7 @@ TEST(TokenizerSpm, VocabMetadata) {
 }
 
 TEST(TokenizerSpm, BosAndEmpty) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->encode("", true), std::vector<int32_t>{1});
   EXPECT_EQ(tok->encode("", false), std::vector<int32_t>{});
@@ -133,7 +87,7 @@ TEST(TokenizerSpm, BosAndEmpty) {
 }
 
 TEST(TokenizerSpm, ParseSpecial) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   auto with = tok->encode("<s>Hi", false, /*parse_special=*/true);
   ASSERT_FALSE(with.empty());
@@ -157,7 +111,7 @@ TEST(TokenizerSpm, ParseSpecial) {
 }
 
 TEST(TokenizerSpm, Phi3SpecialStrip) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-phi-3.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-phi-3.gguf");
   ASSERT_TRUE(tok);
   // llama.cpp: Phi-3's special tokens RSTRIP, so the newline after <|user|> is dropped.
   auto ids = tok->encode("<|user|>\nHi<|end|>\n<|assistant|>\n", true, true);
@@ -173,7 +127,7 @@ TEST(TokenizerSpm, Phi3SpecialStrip) {
 }
 
 TEST(TokenizerSpm, TokenToPiece) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->token_to_piece(1), "");    // control
   EXPECT_EQ(tok->token_to_piece(2), "");    // control
@@ -186,7 +140,7 @@ TEST(TokenizerSpm, TokenToPiece) {
 }
 
 TEST(TokenizerSpm, ByteFallbackRoundTrip) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   const std::string text = "emoji 🦙 and 𝔘𝔫𝔦 and \x01 ctrl and invalid \xfe\xff";
   auto ids = tok->encode(text, false);
@@ -198,7 +152,7 @@ TEST(TokenizerSpm, ByteFallbackRoundTrip) {
 }
 
 TEST(TokenizerSpm, EncodeIsFast) {
-  auto tok = load("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+  auto tok = load_tokenizer("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(tok);
   std::string text;
   while (text.size() < 4000) text += "The quick brown fox jumps over the lazy dog; Ünïcödé 🦙 日本語 12345. ";
