@@ -67,8 +67,7 @@ BpeTokenizer::BpeTokenizer(Vocab v, BpePreTokenizer pre, bool ignore_merges)
     if (pos != std::string_view::npos) key = {m.substr(0, pos), m.substr(pos + 1)};
     ranks_.emplace(key, static_cast<int>(i));
   }
-  pieces_.resize(n);
-  for (int32_t id = 0; id < n; ++id) pieces_[id] = make_piece(id);
+  build_pieces([](const std::string& text) { return byte_decode(text); });
 }
 
 int32_t BpeTokenizer::lookup(std::string_view piece) const {
@@ -163,28 +162,6 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, b
   }
   if (add_special && vocab_.add_eos && vocab_.eos_id >= 0) out.push_back(vocab_.eos_id);
   return out;
-}
-
-std::string BpeTokenizer::make_piece(int32_t id) const {
-  const std::string& text = vocab_.tokens[id];
-  switch (vocab_.types[id]) {
-    case TokenType::NORMAL:
-      return byte_decode(text);
-    case TokenType::USER_DEFINED:
-      return text;
-    case TokenType::BYTE: {
-      // llama.cpp token_to_byte: strtol of the two hex digits of "<0xNN>".
-      const std::string digits = text.substr(std::min<size_t>(3, text.size()), 2);
-      return std::string(1, static_cast<char>(std::strtol(digits.c_str(), nullptr, 16)));
-    }
-    default:  // CONTROL, UNKNOWN (special=false), UNUSED, UNDEFINED
-      return std::string();
-  }
-}
-
-std::string BpeTokenizer::token_to_piece(int32_t id) const {
-  if (id < 0 || id >= vocab_.size()) return std::string();
-  return pieces_[id];
 }
 
 }  // namespace pdserve::tokenizer

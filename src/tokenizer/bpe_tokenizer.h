@@ -23,7 +23,6 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer& operator=(const BpeTokenizer&) = delete;
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const override;
-  std::string token_to_piece(int32_t id) const override;
 
   /// The pre-tokenizer's words of `text` (canonical UTF-8, before byte-level encoding).
   std::vector<std::string> pre_tokenize(std::string_view text) const { return pre_.split(text); }
@@ -38,7 +37,6 @@ class BpeTokenizer final : public Tokenizer {
   int rank(std::string_view left, std::string_view right) const;
   /// Merges one byte-level encoded word and appends its tokens.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
-  std::string make_piece(int32_t id) const;
 
   struct PairHash {
     size_t operator()(const std::pair<std::string_view, std::string_view>& p) const {
@@ -52,7 +50,6 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string_view, int32_t> index_;  // views into vocab_.tokens
   /// (left, right) → merge rank; views into vocab_.merges. First occurrence wins.
   std::unordered_map<std::pair<std::string_view, std::string_view>, int, PairHash> ranks_;
-  std::vector<std::string> pieces_;  // token_to_piece cache
 };
 
 }  // namespace pdserve::tokenizer

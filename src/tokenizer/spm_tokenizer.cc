@@ -72,8 +72,7 @@ SpmTokenizer::SpmTokenizer(Vocab v) : Tokenizer(std::move(v)) {
     if (id < 0) id = vocab_.unk_id;
     byte_token_[b] = id;
   }
-  pieces_.resize(n);
-  for (int32_t id = 0; id < n; ++id) pieces_[id] = make_piece(id);
+  build_pieces(&SpmTokenizer::normal_piece);
 }
 
 int32_t SpmTokenizer::lookup(std::string_view piece) const {
@@ -155,37 +154,18 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, b
   return out;
 }
 
-std::string SpmTokenizer::make_piece(int32_t id) const {
-  const std::string& text = vocab_.tokens[id];
-  switch (vocab_.types[id]) {
-    case TokenType::NORMAL: {
-      std::string out;
-      out.reserve(text.size());
-      for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, kSpace.size(), kSpace) == 0) {
-          out += ' ';
-          i += kSpace.size();
-        } else {
-          out += text[i++];
-        }
-      }
-      return out;
+std::string SpmTokenizer::normal_piece(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += text[i++];
     }
-    case TokenType::USER_DEFINED:
-      return text;
-    case TokenType::BYTE: {
-      // llama.cpp token_to_byte: strtol of the two hex digits of "<0xNN>".
-      const std::string digits = text.substr(std::min<size_t>(3, text.size()), 2);
-      return std::string(1, static_cast<char>(std::strtol(digits.c_str(), nullptr, 16)));
-    }
-    default:  // CONTROL, UNKNOWN (special=false), UNUSED, UNDEFINED
-      return std::string();
   }
-}
-
-std::string SpmTokenizer::token_to_piece(int32_t id) const {
-  if (id < 0 || id >= vocab_.size()) return std::string();
-  return pieces_[id];
+  return out;
 }
 
 }  // namespace pdserve::tokenizer

@@ -19,7 +19,6 @@ class SpmTokenizer final : public Tokenizer {
   SpmTokenizer& operator=(const SpmTokenizer&) = delete;
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const override;
-  std::string token_to_piece(int32_t id) const override;
 
   /// SPM-encodes one raw fragment (spaces already escaped to U+2581), appending to `out`:
   /// bigram merges by score (highest first, leftmost on ties), byte fallback for the rest.
@@ -27,12 +26,11 @@ class SpmTokenizer final : public Tokenizer {
 
  private:
   int32_t lookup(std::string_view piece) const;
-  /// The piece a token renders to (llama.cpp token_to_piece with special=false).
-  std::string make_piece(int32_t id) const;
+  /// A NORMAL token's text as output bytes: U+2581 → ' ' (llama.cpp token_to_piece).
+  static std::string normal_piece(const std::string& text);
 
   std::unordered_map<std::string_view, int32_t> index_;  // views into vocab_.tokens
   std::array<int32_t, 256> byte_token_{};                // <0xNN>, else the 1-byte piece, else UNK
-  std::vector<std::string> pieces_;                      // token_to_piece cache
 };
 
 }  // namespace pdserve::tokenizer

@@ -2,6 +2,9 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdlib>
+
+#include <algorithm>
 
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
@@ -31,6 +34,34 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && std::binary_search(vocab_.eog_ids.begin(), vocab_.eog_ids.end(), id);
+}
+
+void Tokenizer::build_pieces(const std::function<std::string(const std::string&)>& normal_piece) {
+  pieces_.resize(vocab_.tokens.size());
+  for (size_t id = 0; id < pieces_.size(); ++id) {
+    const std::string& text = vocab_.tokens[id];
+    switch (vocab_.types[id]) {
+      case TokenType::NORMAL:
+        pieces_[id] = normal_piece(text);
+        break;
+      case TokenType::USER_DEFINED:
+        pieces_[id] = text;
+        break;
+      case TokenType::BYTE: {
+        // llama.cpp token_to_byte: strtol of the two hex digits of "<0xNN>".
+        const std::string digits = text.substr(std::min<size_t>(3, text.size()), 2);
+        pieces_[id] = std::string(1, static_cast<char>(std::strtol(digits.c_str(), nullptr, 16)));
+        break;
+      }
+      default:  // CONTROL, UNKNOWN (special=false), UNUSED, UNDEFINED
+        break;
+    }
+  }
+}
+
+std::string Tokenizer::token_to_piece(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= pieces_.size()) return std::string();
+  return pieces_[id];
 }
 
 }  // namespace pdserve::tokenizer

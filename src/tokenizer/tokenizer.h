@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,7 +77,7 @@ class Tokenizer {
   /// The bytes token `id` contributes to output text (llama.cpp token_to_piece with
   /// special=false): SPM "▁" → ' ', byte tokens <0xNN> → that byte, user-defined tokens →
   /// their text, control and unknown tokens → "" (empty). Out-of-range ids → "".
-  virtual std::string token_to_piece(int32_t id) const = 0;
+  virtual std::string token_to_piece(int32_t id) const;
 
   /// Concatenated pieces of `ids` (no leading-space stripping).
   std::string decode(const std::vector<int32_t>& ids) const;
@@ -88,7 +89,12 @@ class Tokenizer {
 
  protected:
   explicit Tokenizer(Vocab v) : vocab_(std::move(v)) {}
+  /// Fills the token_to_piece table: NORMAL tokens through `normal_piece(text)` (the
+  /// model's own rule: SPM "▁" → ' ', BPE byte-level decoding), USER_DEFINED → their text,
+  /// BYTE <0xNN> → that byte (llama.cpp token_to_byte), everything else → "".
+  void build_pieces(const std::function<std::string(const std::string&)>& normal_piece);
   Vocab vocab_;
+  std::vector<std::string> pieces_;  // token_to_piece table
 };
 
 /// Incremental detokenizer for streaming: emits only complete UTF-8 characters; a partial
