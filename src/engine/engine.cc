@@ -1,28 +1,15 @@
 // The engine step loop: schedule ▸ build Batch ▸ forward ▸ sample ▸ stream out.
-#include "engine/engine.h"
-
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <filesystem>
-#include <functional>
-#include <cstring>
-#include <mutex>
-#include <optional>
 #include <random>
-#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/engine_impl.h"
 #include "engine/sampler.h"
-#include "engine/scheduler.h"
 #include "kernels/matmul.h"
-#include "kv/kv_cache.h"
-#include "kv/radix_cache.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
 
 namespace pdserve::engine {
 
@@ -55,130 +42,16 @@ MetricsSnapshot Engine::metrics() const {
   return m;
 }
 
-namespace {
+namespace detail {
 
+// Default KV cache size cap (when neither --kv-cache-mb nor --num-kv-blocks is given).
 constexpr int64_t kDefaultKvBudgetBytes = 512ll << 20;
+
+namespace {
 
 uint64_t random_seed() { return std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32); }
 
-/// KvBlockAccess over the engine's KvCache (a block of one layer is contiguous).
-class CacheBlockAccess final : public KvBlockAccess {
- public:
-  CacheBlockAccess(kv::KvCache& cache, KvLayout layout) : cache_(cache), layout_(std::move(layout)) {}
-  const KvLayout& layout() const override { return layout_; }
-  void write(int layer, int32_t block_id, const void* k, const void* v) override {
-    const auto& view = cache_.layers()[layer];
-    std::memcpy(static_cast<uint8_t*>(view.k) + block_id * layout_.block_bytes, k, layout_.block_bytes);
-    std::memcpy(static_cast<uint8_t*>(view.v) + block_id * layout_.block_bytes, v, layout_.block_bytes);
-  }
-  const uint8_t* k(int layer, int32_t block_id) const {
-    return static_cast<const uint8_t*>(cache_.layers()[layer].k) + block_id * layout_.block_bytes;
-  }
-  const uint8_t* v(int layer, int32_t block_id) const {
-    return static_cast<const uint8_t*>(cache_.layers()[layer].v) + block_id * layout_.block_bytes;
-  }
-
- private:
-  kv::KvCache& cache_;
-  KvLayout layout_;
-};
-
-KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype) {
-  KvLayout l;
-  l.kv_dtype = dtype;
-  l.block_size = shape.block_size;
-  l.n_layers = shape.n_layers;
-  l.n_kv_heads = shape.n_kv_heads;
-  l.head_dim = shape.head_dim;
-  l.block_bytes = static_cast<size_t>(shape.bytes_per_block() / 2 / shape.n_layers);
-  l.model_fingerprint = mc.arch + "/" + std::to_string(mc.n_layer) + "x" + std::to_string(mc.n_embd) + "/h" +
-                        std::to_string(mc.n_head) + "kv" + std::to_string(mc.n_head_kv) + "/ff" + std::to_string(mc.n_ff) +
-                        "/v" + std::to_string(mc.n_vocab);
-  return l;
-}
-
-class EngineImpl final : public Engine {
- public:
-  EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
-             const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
-      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
-        cache_(shape), radix_(pool_, shape.block_size, eviction),
-        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr),
-        blocks_(cache_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
-    if (cfg_.kv_source) {
-      sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
-    }
-    name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
-    stats_blocks_total_ = shape.num_blocks;
-    stats_blocks_free_ = shape.num_blocks;
-    loop_ = std::thread([this] { run(); });
-  }
-  ~EngineImpl() override { shutdown(); }
-
-  Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt, const SamplingParams& params) override {
-    auto r = submit_group(std::move(prompt), params, RequestOptions{});
-    if (!r.ok()) return r.status();
-    return r.value()[0];
-  }
-  Result<std::vector<std::shared_ptr<RequestStream>>> submit_group(std::vector<int32_t> prompt, const SamplingParams& params,
-                                                                   const RequestOptions& opts) override;
-  const tokenizer::Tokenizer& tokenizer() const override { return *tok_; }
-  const std::string& model_name() const override { return name_; }
-  int context_length() const override { return n_ctx_; }
-  EngineStats stats() const override;
-  MetricsSnapshot metrics() const override;
-  void shutdown() override;
-  KvLayout kv_layout() const override { return blocks_.layout(); }
-
- private:
-  bool wants_remote_prefill(Sequence& s);
-  void start_remote_prefills();
-  void drain_remote_results();
-  /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
-  void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
-  void run();
-  void step();
-  void admit_inbox();
-  void reap();
-  /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives
-  /// each its first token sampled from `logits`.
-  void fork_choices(Sequence& parent, const float* logits);
-  /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
-  bool process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob);
-  void finish(Sequence* s, FinishReason reason, StreamDelta delta);
-  void end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated);
-  void publish_stats();
-  bool has_remote_results() {
-    std::lock_guard<std::mutex> lk(remote_mu_);
-    return !remote_results_.empty();
-  }
-
-  EngineConfig cfg_;
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::string name_;
-  int n_ctx_;
-  kv::BlockPool pool_;
-  kv::KvCache cache_;
-  kv::RadixCache radix_;
-  Scheduler sched_;  // engine thread only
-  CacheBlockAccess blocks_;
-  EngineMetrics metrics_;
-  std::mutex remote_mu_;
-  std::vector<RemotePrefillResult> remote_results_;  // from transfer threads
-  std::atomic<int64_t> remote_inflight_{0};
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<Sequence>> inbox_;
-  bool stop_ = false;
-  std::thread loop_;
-  std::atomic<int64_t> next_id_{1};
-
-  std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
-  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0};
-  std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
-};
+}  // namespace
 
 Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std::vector<int32_t> prompt,
                                                                              const SamplingParams& params,
@@ -424,109 +297,6 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
   }
 }
 
-bool EngineImpl::wants_remote_prefill(Sequence& s) {
-  if (s.remote_tried || s.kv_sink) return false;
-  const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;  // has generated tokens
-  const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
-  const bool first_decision = s.cached_tokens < 0;
-  const bool remote = !resumed && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
-  if (first_decision && cfg_.transfer_metrics) {
-    if (remote) cfg_.transfer_metrics->add_remote_prefill();
-    else cfg_.transfer_metrics->add_local_prefill();
-  }
-  if (!remote) s.remote_tried = true;  // decided: local
-  return remote;
-}
-
-void EngineImpl::start_remote_prefills() {
-  for (Sequence* s : sched_.take_started_remote()) {
-    RemotePrefillTask task;
-    task.seq_id = s->id;
-    task.prompt = s->tokens;
-    task.params = s->params;
-    task.cache_salt = s->cache_salt;
-    task.num_cached_blocks = s->num_inserted;
-    task.block_ids = s->block_table.blocks;
-    const int choice = s->choice_index;
-    remote_inflight_++;
-    cfg_.kv_source->start(std::move(task), blocks_, [this, choice](RemotePrefillResult r) {
-      {
-        std::lock_guard<std::mutex> lk(remote_mu_);
-        r.seq_id = r.seq_id * 64 + choice;  // (request id, choice) → one key
-        remote_results_.push_back(std::move(r));
-      }
-      remote_inflight_--;
-      cv_.notify_one();
-    });
-  }
-}
-
-void EngineImpl::drain_remote_results() {
-  std::vector<RemotePrefillResult> results;
-  {
-    std::lock_guard<std::mutex> lk(remote_mu_);
-    results.swap(remote_results_);
-  }
-  for (RemotePrefillResult& r : results) {
-    Sequence* s = sched_.find_awaiting(r.seq_id / 64, static_cast<int>(r.seq_id % 64));
-    if (!s) continue;
-    if (s->stream->aborted()) {
-      finish(s, FinishReason::Abort, {});
-      continue;
-    }
-    if (!r.ok) {
-      // Never decode over unfilled KV: recompute what the transfer did not deliver.
-      PDS_LOG_WARN("remote prefill of request {} failed ({}); recomputing locally", s->id, r.error);
-      if (cfg_.transfer_metrics) cfg_.transfer_metrics->add_recompute_fallback();
-      sched_.remote_done(*s, false);
-      continue;
-    }
-    sched_.remote_done(*s, true);
-    // The prefill worker drew one random number for this token; stay in step with it.
-    if (s->params.temperature > 0.f) s->rng.discard(1);
-    if (s->choice_index == 0 && !s->group->pending_forks.empty()) {
-      // Choices of a remotely prefilled request are recomputed as independent sequences.
-      auto forks = std::move(s->group->pending_forks);
-      s->group->pending_forks.clear();
-      for (size_t k = 0; k < forks.size(); ++k) {
-        auto sib = std::make_unique<Sequence>(s->id, std::vector<int32_t>(s->tokens.begin(), s->tokens.end()), s->params,
-                                              forks[k].first, *tok_, forks[k].second);
-        sib->group = s->group;
-        sib->choice_index = static_cast<int>(k) + 1;
-        sib->max_len = s->max_len;
-        sib->arrival_time = s->arrival_time;
-        sib->deadline = s->deadline;
-        sib->priority = s->priority;
-        sib->cache_ns = s->cache_ns;
-        sib->cache_salt = s->cache_salt;
-        sib->role_prompt_len = s->role_prompt_len;
-        sib->remote_tried = true;
-        sched_.add(std::move(sib));
-      }
-    }
-    process_token(*s, r.first.token, std::optional<TokenLogprob>(r.first));
-  }
-}
-
-void EngineImpl::emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer) {
-  const int bs = cache_.shape().block_size;
-  for (const ScheduledSeq& p : plan) {
-    Sequence& s = *p.seq;
-    if (!s.kv_sink) continue;
-    const int end = s.num_computed + p.n_tokens;  // computed through this step, in this layer
-    const int covered = end == static_cast<int>(s.tokens.size()) ? (end + bs - 1) / bs : end / bs;
-    int& sent = s.sink_sent[layer];
-    if (covered <= sent) continue;
-    std::vector<const uint8_t*> k, v;
-    for (int b = sent; b < covered; ++b) {
-      k.push_back(blocks_.k(layer, s.block_table.blocks[b]));
-      v.push_back(blocks_.v(layer, s.block_table.blocks[b]));
-    }
-    s.kv_sink->on_blocks(layer, sent, k, v, blocks_.layout().block_bytes);
-    sent = covered;
-  }
-}
-
 void EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
   start_remote_prefills();
@@ -620,7 +390,9 @@ void EngineImpl::run() {
   publish_stats();
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::EngineImpl;
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   auto m = model::Model::load(cfg.model_path);
@@ -650,7 +422,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   int64_t num_blocks = cfg.num_kv_blocks;
   if (num_blocks <= 0 && cfg.kv_cache_mb > 0) num_blocks = (cfg.kv_cache_mb << 20) / per_block;
   if (num_blocks <= 0 && cfg.kv_cache_mb <= 0)
-    num_blocks = std::max(blocks_per_ctx, std::min<int64_t>(blocks_per_ctx * cfg.max_seqs, kDefaultKvBudgetBytes / per_block));
+    num_blocks = std::max(blocks_per_ctx, std::min<int64_t>(blocks_per_ctx * cfg.max_seqs, detail::kDefaultKvBudgetBytes / per_block));
   if (num_blocks < 1) return Status::Error("the KV cache must hold at least one block (" + std::to_string(per_block) + " bytes)");
   shape.num_blocks = static_cast<int32_t>(num_blocks);
 

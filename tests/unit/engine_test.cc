@@ -162,12 +162,18 @@ TEST(Engine, MaxTokensAndContextEnd) {
 }
 
 TEST(Engine, AbortFreesBlocks) {
-  auto e = make_engine({});
+  // A model slow enough (seconds to its 4096-token context) that only the abort ends it.
+  engine::EngineConfig cfg;
+  cfg.model_path = "../shared/models/synth-llama-small-f16.gguf";
+  cfg.max_seqs = 2;
+  auto e = make_engine(cfg);
   auto p = greedy(-1);
   p.ignore_eos = true;
-  auto s = submit(*e, cases()[0].prompt_tokens, p);
+  auto s = submit(*e, {1, 100, 200, 300, 400}, p);
   engine::StreamDelta d;
   ASSERT_TRUE(s->next(d, std::chrono::seconds(10)));
+  for (int i = 0; i < 100 && e->stats().kv_blocks_used == 0; ++i)  // stats are published after each step
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_GT(e->stats().kv_blocks_used, 0);
   s->abort();
   Completion c = drain(*s);

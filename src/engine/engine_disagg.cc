@@ -1,0 +1,129 @@
+// The engine's side of prefill/decode disaggregation: deciding on and starting remote
+// prefills (decode worker), taking their results, and handing finished blocks to KV
+// sinks layer by layer (prefill worker).
+#include <cstring>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/sampler.h"
+
+namespace pdserve::engine::detail {
+
+KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype) {
+  KvLayout l;
+  l.kv_dtype = dtype;
+  l.block_size = shape.block_size;
+  l.n_layers = shape.n_layers;
+  l.n_kv_heads = shape.n_kv_heads;
+  l.head_dim = shape.head_dim;
+  l.block_bytes = static_cast<size_t>(shape.bytes_per_block() / 2 / shape.n_layers);
+  l.model_fingerprint = mc.arch + "/" + std::to_string(mc.n_layer) + "x" + std::to_string(mc.n_embd) + "/h" +
+                        std::to_string(mc.n_head) + "kv" + std::to_string(mc.n_head_kv) + "/ff" + std::to_string(mc.n_ff) +
+                        "/v" + std::to_string(mc.n_vocab);
+  return l;
+}
+
+bool EngineImpl::wants_remote_prefill(Sequence& s) {
+  if (s.remote_tried || s.kv_sink) return false;
+  const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;  // has generated tokens
+  const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
+  const bool first_decision = s.cached_tokens < 0;
+  const bool remote = !resumed && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
+  if (first_decision && cfg_.transfer_metrics) {
+    if (remote) cfg_.transfer_metrics->add_remote_prefill();
+    else cfg_.transfer_metrics->add_local_prefill();
+  }
+  if (!remote) s.remote_tried = true;  // decided: local
+  return remote;
+}
+
+void EngineImpl::start_remote_prefills() {
+  for (Sequence* s : sched_.take_started_remote()) {
+    RemotePrefillTask task;
+    task.seq_id = s->id;
+    task.prompt = s->tokens;
+    task.params = s->params;
+    task.cache_salt = s->cache_salt;
+    task.num_cached_blocks = s->num_inserted;
+    task.block_ids = s->block_table.blocks;
+    const int choice = s->choice_index;
+    remote_inflight_++;
+    cfg_.kv_source->start(std::move(task), blocks_, [this, choice](RemotePrefillResult r) {
+      {
+        std::lock_guard<std::mutex> lk(remote_mu_);
+        r.seq_id = r.seq_id * 64 + choice;  // (request id, choice) → one key
+        remote_results_.push_back(std::move(r));
+      }
+      remote_inflight_--;
+      cv_.notify_one();
+    });
+  }
+}
+
+void EngineImpl::drain_remote_results() {
+  std::vector<RemotePrefillResult> results;
+  {
+    std::lock_guard<std::mutex> lk(remote_mu_);
+    results.swap(remote_results_);
+  }
+  for (RemotePrefillResult& r : results) {
+    Sequence* s = sched_.find_awaiting(r.seq_id / 64, static_cast<int>(r.seq_id % 64));
+    if (!s) continue;
+    if (s->stream->aborted()) {
+      finish(s, FinishReason::Abort, {});
+      continue;
+    }
+    if (!r.ok) {
+      // Never decode over unfilled KV: recompute what the transfer did not deliver.
+      PDS_LOG_WARN("remote prefill of request {} failed ({}); recomputing locally", s->id, r.error);
+      if (cfg_.transfer_metrics) cfg_.transfer_metrics->add_recompute_fallback();
+      sched_.remote_done(*s, false);
+      continue;
+    }
+    sched_.remote_done(*s, true);
+    // The prefill worker drew one random number for this token; stay in step with it.
+    if (s->params.temperature > 0.f) s->rng.discard(1);
+    if (s->choice_index == 0 && !s->group->pending_forks.empty()) {
+      // Choices of a remotely prefilled request are recomputed as independent sequences.
+      auto forks = std::move(s->group->pending_forks);
+      s->group->pending_forks.clear();
+      for (size_t k = 0; k < forks.size(); ++k) {
+        auto sib = std::make_unique<Sequence>(s->id, std::vector<int32_t>(s->tokens.begin(), s->tokens.end()), s->params,
+                                              forks[k].first, *tok_, forks[k].second);
+        sib->group = s->group;
+        sib->choice_index = static_cast<int>(k) + 1;
+        sib->max_len = s->max_len;
+        sib->arrival_time = s->arrival_time;
+        sib->deadline = s->deadline;
+        sib->priority = s->priority;
+        sib->cache_ns = s->cache_ns;
+        sib->cache_salt = s->cache_salt;
+        sib->role_prompt_len = s->role_prompt_len;
+        sib->remote_tried = true;
+        sched_.add(std::move(sib));
+      }
+    }
+    process_token(*s, r.first.token, std::optional<TokenLogprob>(r.first));
+  }
+}
+
+void EngineImpl::emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer) {
+  const int bs = cache_.shape().block_size;
+  for (const ScheduledSeq& p : plan) {
+    Sequence& s = *p.seq;
+    if (!s.kv_sink) continue;
+    const int end = s.num_computed + p.n_tokens;  // computed through this step, in this layer
+    const int covered = end == static_cast<int>(s.tokens.size()) ? (end + bs - 1) / bs : end / bs;
+    int& sent = s.sink_sent[layer];
+    if (covered <= sent) continue;
+    std::vector<const uint8_t*> k, v;
+    for (int b = sent; b < covered; ++b) {
+      k.push_back(blocks_.k(layer, s.block_table.blocks[b]));
+      v.push_back(blocks_.v(layer, s.block_table.blocks[b]));
+    }
+    s.kv_sink->on_blocks(layer, sent, k, v, blocks_.layout().block_bytes);
+    sent = covered;
+  }
+}
+
+}  // namespace pdserve::engine::detail

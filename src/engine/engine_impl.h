@@ -1,0 +1,131 @@
+// Internal to the engine library: the Engine implementation's class, shared by
+// engine.cc (the step loop) and engine_disagg.cc (remote prefill and KV sinks).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache.h"
+#include "kv/radix_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::engine::detail {
+
+/// KvBlockAccess over the engine's KvCache (a block of one layer is contiguous).
+class CacheBlockAccess final : public KvBlockAccess {
+ public:
+  CacheBlockAccess(kv::KvCache& cache, KvLayout layout) : cache_(cache), layout_(std::move(layout)) {}
+  const KvLayout& layout() const override { return layout_; }
+  void write(int layer, int32_t block_id, const void* k, const void* v) override {
+    const auto& view = cache_.layers()[layer];
+    std::memcpy(static_cast<uint8_t*>(view.k) + block_id * layout_.block_bytes, k, layout_.block_bytes);
+    std::memcpy(static_cast<uint8_t*>(view.v) + block_id * layout_.block_bytes, v, layout_.block_bytes);
+  }
+  const uint8_t* k(int layer, int32_t block_id) const {
+    return static_cast<const uint8_t*>(cache_.layers()[layer].k) + block_id * layout_.block_bytes;
+  }
+  const uint8_t* v(int layer, int32_t block_id) const {
+    return static_cast<const uint8_t*>(cache_.layers()[layer].v) + block_id * layout_.block_bytes;
+  }
+
+ private:
+  kv::KvCache& cache_;
+  KvLayout layout_;
+};
+
+/// The KV layout of a cache (for transfer handshakes).
+KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype);
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
+             const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
+      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
+        cache_(shape), radix_(pool_, shape.block_size, eviction),
+        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr),
+        blocks_(cache_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
+    if (cfg_.kv_source) {
+      sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
+    }
+    name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
+    stats_blocks_total_ = shape.num_blocks;
+    stats_blocks_free_ = shape.num_blocks;
+    loop_ = std::thread([this] { run(); });
+  }
+  ~EngineImpl() override { shutdown(); }
+
+  Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt, const SamplingParams& params) override {
+    auto r = submit_group(std::move(prompt), params, RequestOptions{});
+    if (!r.ok()) return r.status();
+    return r.value()[0];
+  }
+  Result<std::vector<std::shared_ptr<RequestStream>>> submit_group(std::vector<int32_t> prompt, const SamplingParams& params,
+                                                                   const RequestOptions& opts) override;
+  const tokenizer::Tokenizer& tokenizer() const override { return *tok_; }
+  const std::string& model_name() const override { return name_; }
+  int context_length() const override { return n_ctx_; }
+  EngineStats stats() const override;
+  MetricsSnapshot metrics() const override;
+  void shutdown() override;
+  KvLayout kv_layout() const override { return blocks_.layout(); }
+
+ private:
+  bool wants_remote_prefill(Sequence& s);
+  void start_remote_prefills();
+  void drain_remote_results();
+  /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
+  void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
+  void run();
+  void step();
+  void admit_inbox();
+  void reap();
+  /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives
+  /// each its first token sampled from `logits`.
+  void fork_choices(Sequence& parent, const float* logits);
+  /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
+  bool process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob);
+  void finish(Sequence* s, FinishReason reason, StreamDelta delta);
+  void end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated);
+  void publish_stats();
+  bool has_remote_results() {
+    std::lock_guard<std::mutex> lk(remote_mu_);
+    return !remote_results_.empty();
+  }
+
+  EngineConfig cfg_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::string name_;
+  int n_ctx_;
+  kv::BlockPool pool_;
+  kv::KvCache cache_;
+  kv::RadixCache radix_;
+  Scheduler sched_;  // engine thread only
+  CacheBlockAccess blocks_;
+  EngineMetrics metrics_;
+  std::mutex remote_mu_;
+  std::vector<RemotePrefillResult> remote_results_;  // from transfer threads
+  std::atomic<int64_t> remote_inflight_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  bool stop_ = false;
+  std::thread loop_;
+  std::atomic<int64_t> next_id_{1};
+
+  std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
+  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0};
+  std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
+};
+
+}  // namespace pdserve::engine::detail
