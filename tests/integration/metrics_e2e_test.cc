@@ -85,6 +85,8 @@ TEST(Metrics, CountersMatchUsageAndWarmPassHitsTheCache) {
     }
   }
   EXPECT_GT(cached, 0);  // the second and later requests reuse the prompt's blocks
+  // Gauges are published after each engine step: wait until the last step has been seen.
+  EXPECT_TRUE(wait_for(srv, [](auto& m) { return m["pdserve_kv_blocks_used"] == 0; }));
   auto m = scrape(srv);
   EXPECT_EQ(m["pdserve_prompt_tokens_total"], prompt);
   EXPECT_EQ(m["pdserve_generation_tokens_total"], completion);
@@ -127,7 +129,8 @@ TEST(Metrics, TinyPoolPreemptsYetEveryRequestGetsItsStandaloneOutput) {
   for (size_t i = 0; i < futs.size(); ++i) EXPECT_EQ(futs[i].get(), alone[i]) << i;
   auto m = scrape(srv);
   EXPECT_GT(m["pdserve_preemptions_total"], 0);
-  EXPECT_EQ(m["pdserve_kv_blocks_used"], 0);
+  // Gauges are published after each engine step: poll until the last step has been seen.
+  EXPECT_TRUE(wait_for(srv, [](auto& m) { return m["pdserve_kv_blocks_used"] == 0; }));
 }
 
 TEST(Metrics, DisconnectFreesBlocksWithinASecond) {
