@@ -89,4 +89,21 @@ struct RouterArgs {
 void add_router_command(CLI::App& app, RouterArgs& a);
 int run_router(const RouterArgs& a);
 
+struct SynthArgs {
+  std::string shape, type = "F16", vocab_from, output;
+  uint64_t seed = 1;
+};
+void add_synth_command(CLI::App& app, SynthArgs& a);
+int run_synth(const SynthArgs& a);
+
+struct BenchModelArgs {
+  std::string model;
+  int p = 512, n = 128, threads = 0;
+  std::vector<int> batch{1, 8, 32};  // batched-decode sequence counts
+  int batch_prompt = 8, batch_steps = 16;
+  uint64_t seed = 1;
+};
+void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
+int run_bench_model(const BenchModelArgs& a);
+
 }  // namespace pdserve::cli

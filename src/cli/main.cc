@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   pdserve::cli::RouterArgs router;
   pdserve::cli::add_router_command(app, router);
 
+  pdserve::cli::SynthArgs synth;
+  pdserve::cli::add_synth_command(app, synth);
+  pdserve::cli::BenchModelArgs bench_model;
+  pdserve::cli::add_bench_model_command(app, bench_model);
+
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
@@ -45,5 +50,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("prefill")) return pdserve::cli::run_prefill(prefill_worker);
   if (app.got_subcommand("decode")) return pdserve::cli::run_decode(decode_worker);
   if (app.got_subcommand("router")) return pdserve::cli::run_router(router);
+  if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
+  if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
   return 2;
 }
