@@ -145,7 +145,7 @@ Status write_plot(const BenchReport& r, const std::string& png_path) {
     g << "set xlabel 'time since start (s)'\nset xrange [0:*]\nset yrange [0:*]\nset y2range [0:*]\n"
       << "set ytics nomirror\nset y2tics\n";
     g << at(2, 0) << "set title " << quote("output tokens/s over time (" + bin_label + " s bins)") << "\n"
-      << "set ylabel 'output tokens/s'\nset y2label 'requests in flight'\n"
+      << "set ylabel 'output tokens/s'\nset y2label 'requests in flight (bin mean)'\n"
       << "plot " << quote(f_tl) << " using 1:2 with lines lw 2 lc rgb '#9467bd' title 'output tok/s', "
       << quote(f_tl) << " using 1:4 axes x1y2 with steps lw 1 lc rgb '#7f7f7f' title 'in flight'\n";
     g << at(2, 1) << "set title " << quote("prompt tokens/s and completions over time") << "\n"

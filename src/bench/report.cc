@@ -147,6 +147,9 @@ nlohmann::json report_json(const BenchReport& r) {
         {"chunks", rec.chunk_s.size()},
         {"http_status", rec.http_status},
     };
+    nlohmann::json chunks = nlohmann::json::array();
+    for (double t : rec.chunk_s) chunks.push_back(std::round(t * 1e6) / 1e6);
+    q["chunk_s"] = std::move(chunks);
     if (rec.ok) {
       q["ttft_ms"] = m.ttft_s * 1000.0;
       q["e2e_ms"] = m.e2e_s * 1000.0;

@@ -13,7 +13,8 @@ namespace pdserve::bench {
 std::string format_table(const BenchReport& r);
 
 /// The JSON report: "config", "workload", "summary" (latencies in ms, throughputs per
-/// second) and "requests" (one object per request, times in seconds from the run start).
+/// second) and "requests" (one object per request: lengths, usage, latencies, error, and
+/// "chunk_s", the arrival of every text chunk in seconds from the run start).
 nlohmann::json report_json(const BenchReport& r);
 
 /// Writes report_json(r) to `path`.

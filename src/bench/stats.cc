@@ -116,11 +116,18 @@ Timeline timeline(const std::vector<RequestRecord>& recs, const std::vector<int6
   }
   tl.bin_s = bin_s;
   const size_t n = std::max<size_t>(1, static_cast<size_t>(std::ceil(end / bin_s)));
-  std::vector<double> tokens(n, 0.0), prompt(n, 0.0), done(n, 0.0);
+  std::vector<double> tokens(n, 0.0), prompt(n, 0.0), done(n, 0.0), busy(n, 0.0);
   auto bin = [&](double t) { return std::min(n - 1, static_cast<size_t>(std::max(0.0, t) / bin_s)); };
   for (size_t i = 0; i < recs.size(); ++i) {
     const RequestRecord& r = recs[i];
     if (!r.sent()) continue;
+    // Time in flight, split over the bins it overlaps.
+    for (size_t b = bin(r.send_s); b < n; ++b) {
+      const double lo = std::max(r.send_s, static_cast<double>(b) * bin_s);
+      const double hi = std::min(r.end_s, static_cast<double>(b + 1) * bin_s);
+      if (hi <= lo) break;
+      busy[b] += hi - lo;
+    }
     if (r.ok) {
       done[bin(r.end_s)] += 1;
       const int64_t in = r.usage_prompt_tokens >= 0 ? r.usage_prompt_tokens
@@ -136,15 +143,11 @@ Timeline timeline(const std::vector<RequestRecord>& recs, const std::vector<int6
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    const double centre = (static_cast<double>(i) + 0.5) * bin_s;
-    size_t flying = 0;
-    for (const auto& r : recs)
-      if (r.sent() && r.send_s <= centre && r.end_s > centre) ++flying;
-    tl.t_s.push_back(centre);
+    tl.t_s.push_back((static_cast<double>(i) + 0.5) * bin_s);
     tl.output_tok_per_s.push_back(tokens[i] / bin_s);
     tl.prompt_tok_per_s.push_back(prompt[i] / bin_s);
     tl.completed_per_s.push_back(done[i] / bin_s);
-    tl.in_flight.push_back(static_cast<double>(flying));
+    tl.in_flight.push_back(busy[i] / bin_s);
   }
   return tl;
 }

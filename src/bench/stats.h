@@ -71,7 +71,7 @@ struct Timeline {
   std::vector<double> prompt_tok_per_s;     // prompt tokens of requests whose first token
                                             // arrived in the bin (prefill done) / bin_s
   std::vector<double> completed_per_s;      // requests finishing in the bin / bin_s
-  std::vector<double> in_flight;            // requests sent and not finished at the bin centre
+  std::vector<double> in_flight;            // mean requests in flight (sent, not finished) over the bin
 };
 /// Each completed request's output tokens are spread evenly over its text chunks; its
 /// prompt tokens (usage, else expected_input[i]) count at its first token. bin_s <= 0 picks

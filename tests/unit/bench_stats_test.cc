@@ -162,8 +162,8 @@ TEST(BenchMetrics, TimelineSpreadsTokensOverChunks) {
   EXPECT_DOUBLE_EQ(tl.prompt_tok_per_s[1], 50.0);  // B's at 1.2
   EXPECT_DOUBLE_EQ(tl.completed_per_s[0], 0.0);
   EXPECT_DOUBLE_EQ(tl.completed_per_s[1], 2.0);
-  EXPECT_DOUBLE_EQ(tl.in_flight[0], 2.0);  // both in flight at t = 0.5
-  EXPECT_DOUBLE_EQ(tl.in_flight[1], 1.0);  // at t = 1.5 only B (A ended at 1.5)
+  EXPECT_NEAR(tl.in_flight[0], 1.0 + 0.8, 1e-12);  // A all of [0, 1), B from 0.2
+  EXPECT_NEAR(tl.in_flight[1], 0.5 + 0.8, 1e-12);  // A until 1.5, B until 1.8
 }
 
 }  // namespace
