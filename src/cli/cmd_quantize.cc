@@ -8,7 +8,7 @@ namespace pdserve::cli {
 
 void add_quantize_command(CLI::App& app, QuantizeArgs& a) {
   CLI::App* cmd = app.add_subcommand(
-      "quantize", "Quantise a GGUF model (F32/F16/BF16 in) to BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M");
+      "quantize", "Quantise a GGUF model (any supported type in) to F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M");
   cmd->add_option("input", a.input, "input GGUF file")->required();
   cmd->add_option("output", a.output, "output GGUF file")->required();
   cmd->add_option("type", a.type, "output type")->required();

@@ -71,6 +71,12 @@ RouterEngine::RouterEngine(RouterConfig cfg, std::unique_ptr<tokenizer::Tokenize
 
 RouterEngine::~RouterEngine() { shutdown(); }
 
+std::string RouterEngine::not_ready_reason() const {
+  for (const auto& w : workers_)
+    if (w->healthy()) return {};
+  return "no healthy decode worker";
+}
+
 bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

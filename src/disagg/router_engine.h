@@ -61,6 +61,8 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   /// Sums over the healthy workers' last Load; token totals are the router's.
   engine::EngineStats stats() const override;
   engine::MetricsSnapshot metrics() const override;
+  /// "no healthy decode worker" while no worker answers its health checks.
+  std::string not_ready_reason() const override;
   void shutdown() override;
 
   /// Waits up to `timeout` until some worker is healthy; true if one is.

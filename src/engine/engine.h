@@ -99,6 +99,9 @@ class Engine {
   virtual MetricsSnapshot metrics() const;
   /// The KV cache layout (for KV transfer handshakes); empty for engines without a cache.
   virtual KvLayout kv_layout() const { return {}; }
+  /// Whether a request submitted now can be served (a router: some worker is healthy).
+  /// Empty when ready, else the reason (shown by /health, which then answers 503).
+  virtual std::string not_ready_reason() const { return {}; }
   /// Stops the step loop; outstanding requests finish with FinishReason::Abort.
   virtual void shutdown() = 0;
 };

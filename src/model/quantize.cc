@@ -9,11 +9,11 @@ namespace pdserve::model {
 using gguf::GgmlType;
 
 Result<QuantizePlan> parse_quantize_type(const std::string& name) {
-  // llama_ftype values (llama.h): F16 1, Q4_0 2, Q8_0 7, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16,
+  // llama_ftype values (llama.h): F32 0, F16 1, Q4_0 2, Q8_0 7, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16,
   // Q5_K_M 17, Q6_K 18, BF16 32.
   struct E { const char* n; GgmlType t; bool m; uint32_t ft; };
   static const E kPlans[] = {
-      {"F16", GgmlType::F16, false, 1},   {"BF16", GgmlType::BF16, false, 32}, {"Q8_0", GgmlType::Q8_0, false, 7},
+      {"F32", GgmlType::F32, false, 0},   {"F16", GgmlType::F16, false, 1},   {"BF16", GgmlType::BF16, false, 32}, {"Q8_0", GgmlType::Q8_0, false, 7},
       {"Q4_0", GgmlType::Q4_0, false, 2}, {"Q4_K", GgmlType::Q4_K, false, 14}, {"Q5_K", GgmlType::Q5_K, false, 16},
       {"Q6_K", GgmlType::Q6_K, false, 18}, {"Q4_K_M", GgmlType::Q4_K, true, 15}, {"Q5_K_M", GgmlType::Q5_K, true, 17},
   };
@@ -21,7 +21,7 @@ Result<QuantizePlan> parse_quantize_type(const std::string& name) {
   for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const E& e : kPlans)
     if (up == e.n) return QuantizePlan{e.t, e.m, e.ft};
-  return Status::Error("unknown quantisation type '" + name + "' (expected F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)");
+  return Status::Error("unknown quantisation type '" + name + "' (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)");
 }
 
 namespace {
@@ -43,14 +43,14 @@ GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name
   GgmlType t = plan.base;
   const bool is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
   if (is_output) {
-    if (t != GgmlType::Q8_0 && t != GgmlType::F16 && t != GgmlType::BF16) t = GgmlType::Q6_K;
+    if (kernels::is_quantized(t) && t != GgmlType::Q8_0) t = GgmlType::Q6_K;
   } else if (plan.mix_m) {
     const int l = layer_of(name);
     if ((contains(name, "attn_v.weight") || contains(name, "ffn_down")) && l >= 0 && use_more_bits(l, n_layer)) t = GgmlType::Q6_K;
   }
   if ((t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) && dims[0] % 256 != 0)
     t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : GgmlType::Q8_0;
-  if (dims[0] % 32 != 0 && t != GgmlType::F16 && t != GgmlType::BF16) t = GgmlType::F16;
+  if (dims[0] % 32 != 0 && kernels::is_quantized(t)) t = GgmlType::F16;
   return t;
 }
 

@@ -8,11 +8,11 @@
 
 namespace pdserve::model {
 
-/// Output type names: "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K" (every 2-D
+/// Output type names: "F32" (dequantise), "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K" (every 2-D
 /// weight in that type, except the output head — see below) and the mixes "Q4_K_M",
 /// "Q5_K_M". Per-tensor choice follows llama.cpp's llama_tensor_get_type for these file
 /// types: 1-D tensors (norms, biases) stay F32; output.weight (token_embd when tied) is
-/// Q6_K unless the base type is Q8_0 / F16 / BF16 (kept); in the _M mixes attn_v and
+/// Q6_K unless the base type is Q8_0 / F32 / F16 / BF16 (kept); in the _M mixes attn_v and
 /// ffn_down of the layers use_more_bits(i, n) picks (i < n/8, i >= 7n/8, (i - n/8) % 3
 /// == 2) are Q6_K; a K-quant tensor whose row is not a multiple of 256 falls back to
 /// Q5_0 (Q4_K) / Q8_0 (Q5_K, Q6_K). Quantisers are ggml's reference ones (no importance

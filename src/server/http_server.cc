@@ -164,7 +164,8 @@ void HttpServer::Impl::setup_routes() {
 
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const bool down = stopping.load();
-    send_json(res, down ? 503 : 200, health_json(engine.stats(), down));
+    const std::string not_ready = down ? std::string() : engine.not_ready_reason();
+    send_json(res, down || !not_ready.empty() ? 503 : 200, health_json(engine.stats(), down, not_ready));
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics(), engine.model_name()), "text/plain; version=0.0.4; charset=utf-8");

@@ -15,14 +15,16 @@ json models_json(const std::string& model_name, int64_t created, int context_len
               {"data", json::array({model_json(model_name, created, context_length)})}};
 }
 
-json health_json(const engine::EngineStats& s, bool shutting_down) {
-  return json{{"status", shutting_down ? "shutting_down" : "ok"},
+json health_json(const engine::EngineStats& s, bool shutting_down, const std::string& not_ready) {
+  json j{{"status", shutting_down ? "shutting_down" : !not_ready.empty() ? "unavailable" : "ok"},
               {"kv_blocks_used", s.kv_blocks_used},
               {"kv_blocks_total", s.kv_blocks_total},
               {"kv_blocks_free", s.kv_blocks_free},
               {"kv_blocks_cached", s.kv_blocks_cached},
               {"requests_running", s.requests_running},
               {"requests_waiting", s.requests_waiting}};
+  if (!not_ready.empty()) j["reason"] = not_ready;
+  return j;
 }
 
 }  // namespace pdserve::server

@@ -13,8 +13,9 @@ namespace pdserve::server {
 json model_json(const std::string& model_name, int64_t created, int context_length);
 /// {object:"list", data:[model_json(...)]}.
 json models_json(const std::string& model_name, int64_t created, int context_length);
-/// {status, kv_blocks_used, kv_blocks_total, kv_blocks_free, requests_running,
-///  requests_waiting}; status "ok" (or "shutting_down").
-json health_json(const engine::EngineStats& s, bool shutting_down);
+/// {status, kv_blocks_used, kv_blocks_total, kv_blocks_free, kv_blocks_cached,
+///  requests_running, requests_waiting[, reason]}; status "ok", "shutting_down", or
+///  "unavailable" with the engine's not-ready `reason` (e.g. a router without workers).
+json health_json(const engine::EngineStats& s, bool shutting_down, const std::string& not_ready = {});
 
 }  // namespace pdserve::server

@@ -106,6 +106,7 @@ TEST(Cli, BadModelFilesGiveOneLineErrors) {
       std::ofstream(trunc, std::ios::binary).write(head.data(), head.size());
     }
     expect_one_line_error(run(std::string(cmd) + trunc), "outside the file");
+    std::remove(trunc.c_str());
   }
 }
 

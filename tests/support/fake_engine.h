@@ -143,8 +143,18 @@ class FakeEngine : public engine::Engine {
     for (auto& t : threads) t.join();
   }
 
+  std::string not_ready_reason() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return not_ready_;
+  }
+
   // ---- test controls and observations ----
   const FakeTokenizer& fake_tokenizer() const { return tok_; }
+  /// not_ready_reason() from now on ("" = ready).
+  void set_not_ready(std::string reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    not_ready_ = std::move(reason);
+  }
   /// submit() fails with this message from now on (nullopt: accept again).
   void set_submit_error(std::optional<std::string> msg) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,6 +290,7 @@ class FakeEngine : public engine::Engine {
   std::vector<Submission> submissions_;
   std::vector<std::thread> threads_;
   std::optional<std::string> submit_error_;
+  std::string not_ready_;
   std::atomic<int> fail_after_{-1};
   std::atomic<int> token_delay_ms_{0};
   std::atomic<int> cached_tokens_{0};

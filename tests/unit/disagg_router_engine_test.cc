@@ -553,6 +553,7 @@ TEST_F(RouterEngineTest, NoReachableWorkerIsAnError) {
   auto s = router->submit(prompt("x"), greedy(3));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("no decode worker"), std::string::npos) << s.error();
+  EXPECT_EQ(router->not_ready_reason(), "no healthy decode worker") << "/health must answer 503";
 }
 
 TEST_F(RouterEngineTest, ClientAbortCancelsTheWorkersRequest) {
@@ -578,11 +579,13 @@ TEST_F(RouterEngineTest, HealthStatsAndRecovery) {
   EXPECT_EQ(router->model_name(), "cont-model");
   EXPECT_EQ(router->context_length(), ContinuationEngine::kContext);
   ASSERT_TRUE(FakeEngine::wait_until([&] { return router->stats().kv_blocks_total == 200; }));
+  EXPECT_EQ(router->not_ready_reason(), "");
   const int port = a->port;
   a->kill();
   ASSERT_TRUE(FakeEngine::wait_until([&] { return !router->workers()[0]->healthy(); }));
   EXPECT_TRUE(router->workers()[1]->healthy());
   EXPECT_EQ(router->stats().kv_blocks_total, 100);
+  EXPECT_EQ(router->not_ready_reason(), "") << "one healthy worker is enough";
   a = std::make_unique<InProcessWorker>(port);  // back on the same port
   ASSERT_EQ(a->port, port);
   ASSERT_TRUE(FakeEngine::wait_until([&] { return router->workers()[0]->healthy(); }, 10s));

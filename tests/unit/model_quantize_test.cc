@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "gguf/gguf.h"
+#include "kernels/quants.h"
 #include "model/quantize.h"
 
 namespace pdserve {
@@ -54,6 +56,31 @@ TEST(ModelQuantize, Q4_K_MTypePlanMatchesShippedFile) {
   const std::string out = tmp("pdserve-test-q4_k_m.gguf");
   ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q4_K_M").ok());
   expect_same_tensors(out, "../shared/models/synth-llama-small-q4_k_m.gguf", true);
+  std::filesystem::remove(out);
+}
+
+// F32 output dequantises every 2-D weight: each value equals kernels::dequantize of the
+// source row (so a quantised file can be inspected or re-quantised from its values).
+TEST(ModelQuantize, F32DequantisesEveryWeight) {
+  const std::string in = "../shared/models/synth-llama-small-q4_k_m.gguf";
+  const std::string out = tmp("pdserve-test-f32.gguf");
+  ASSERT_TRUE(model::quantize_file(in, out, "F32").ok());
+  auto src = gguf::GgufFile::open(in);
+  auto dst = gguf::GgufFile::open(out);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  EXPECT_EQ(dst.value()->get_int("general.file_type").value_or(-1), 0);
+  for (const gguf::TensorInfo& t : src.value()->tensors()) {
+    const gguf::TensorInfo* o = dst.value()->find_tensor(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    ASSERT_EQ(o->type, gguf::GgmlType::F32) << t.name;
+    ASSERT_EQ(o->dims, t.dims) << t.name;
+    const int64_t cols = t.dims[0], rows = t.rows(), rb = gguf::row_bytes(t.type, cols);
+    std::vector<float> want(cols);
+    for (int64_t r = 0; r < rows; r += 97) {  // a spread of rows
+      kernels::dequantize(t.type, t.data + r * rb, want.data(), cols);
+      ASSERT_EQ(std::memcmp(want.data(), o->data + r * cols * sizeof(float), cols * sizeof(float)), 0) << t.name << " row " << r;
+    }
+  }
   std::filesystem::remove(out);
 }
 

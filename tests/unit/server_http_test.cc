@@ -149,6 +149,17 @@ TEST(ServerHttp, HealthAndModels) {
   for (const char* k : {"kv_blocks_used", "kv_blocks_free", "requests_running", "requests_waiting"}) {
     EXPECT_TRUE(h[k].is_number_integer()) << k;
   }
+  // An engine that cannot serve (a router without a healthy worker) makes /health 503.
+  s.engine.set_not_ready("no healthy decode worker");
+  auto down = c.Get("/health");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 503);
+  EXPECT_EQ(json::parse(down->body)["status"], "unavailable");
+  EXPECT_EQ(json::parse(down->body)["reason"], "no healthy decode worker");
+  s.engine.set_not_ready("");
+  auto up = c.Get("/health");
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->status, 200);
 
   auto models = c.Get("/v1/models");
   ASSERT_TRUE(models);
