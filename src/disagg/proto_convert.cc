@@ -97,6 +97,10 @@ void fill_load(const engine::Engine& engine, LoadResponse* out) {
   out->set_kv_blocks_used(s.kv_blocks_used);
   out->set_kv_blocks_cached(s.kv_blocks_cached);
   out->set_kv_blocks_free(s.kv_blocks_free);
+  const engine::MetricsSnapshot m = engine.metrics();
+  out->set_prefix_cache_queries(m.prefix_cache_queries);
+  out->set_prefix_cache_hits(m.prefix_cache_hits);
+  out->set_preemptions(m.preemptions);
 }
 
 }  // namespace pdserve::disagg

@@ -212,6 +212,14 @@ engine::MetricsSnapshot RouterEngine::metrics() const {
   m.kv_blocks_cached = s.kv_blocks_cached;
   m.kv_blocks_free = s.kv_blocks_free;
   metrics_.fill(m);
+  // Worker counters: the last value each worker reported (a worker that went away keeps
+  // its last count, so the sums do not fall while it is down).
+  for (const auto& w : workers_) {
+    const WorkerSnapshot ws = w->snapshot();
+    m.prefix_cache_queries += ws.load.prefix_cache_queries();
+    m.prefix_cache_hits += ws.load.prefix_cache_hits();
+    m.preemptions += ws.load.preemptions();
+  }
   return m;
 }
 

@@ -60,6 +60,8 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   int context_length() const override;
   /// Sums over the healthy workers' last Load; token totals are the router's.
   engine::EngineStats stats() const override;
+  /// The router's own request metrics plus the workers' gauges (healthy workers) and
+  /// prefix-cache / preemption counters (each worker's last report).
   engine::MetricsSnapshot metrics() const override;
   /// "no healthy decode worker" while no worker answers its health checks.
   std::string not_ready_reason() const override;

@@ -190,6 +190,25 @@ TEST_F(DisaggRouter, HealthAndModels) {
   EXPECT_NE(metrics->body.find("pdserve_requests_running"), std::string::npos);
 }
 
+// The router's /metrics carries its decode workers' prefix-cache counters (via Load): a
+// repeated long prompt is a hit on the worker, and the router reports the worker's count.
+TEST_F(DisaggRouter, RouterMetricsIncludeWorkerPrefixCacheCounters) {
+  std::string prompt = "Lily and Ben went to the park with their dog. ";
+  for (int i = 0; i < 4; ++i) prompt += prompt.substr(0, 46);
+  for (int i = 0; i < 2; ++i) post(router(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}});
+  const double worker_hits = cluster_->metric(Role::Decode, 0, "pdserve_prefix_cache_hits_total");
+  ASSERT_GT(worker_hits, 0) << "the second request should reuse the first one's blocks";
+  // The router's copy is refreshed by its health checker (every 500 ms).
+  double router_hits = -1;
+  for (int i = 0; i < 60 && router_hits < worker_hits; ++i) {
+    router_hits = cluster_->metric(Role::Router, 0, "pdserve_prefix_cache_hits_total");
+    if (router_hits < worker_hits) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(router_hits, worker_hits);
+  EXPECT_EQ(cluster_->metric(Role::Router, 0, "pdserve_prefix_cache_queries_total"),
+            cluster_->metric(Role::Decode, 0, "pdserve_prefix_cache_queries_total"));
+}
+
 TEST_F(DisaggRouter, ThirtyTwoConcurrentGreedyRequestsMatchServe) {
   std::vector<json> bodies;
   for (int i = 0; i < 32; ++i)
