@@ -23,10 +23,10 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   CLI::Option* trace = cmd->add_option("--trace", a.trace, "replay a trace: FORMAT FILE, FORMAT = mooncake | azure")
                           ->expected(2);
   cmd->add_option("--time-scale", c.scaling.time_scale, "multiply trace arrival times by this (0.01 = 100x faster)")
-      ->default_val(1.0)->check(CLI::PositiveNumber);
+      ->default_val(1.0)->check(kFinite & CLI::PositiveNumber);
   cmd->add_option("--length-scale", c.scaling.length_scale,
                   "multiply trace input/output lengths by this (Mooncake 512-token blocks become round(512*x) tokens)")
-      ->default_val(1.0)->check(CLI::PositiveNumber);
+      ->default_val(1.0)->check(kFinite & CLI::PositiveNumber);
   cmd->add_option("--max-input", c.scaling.max_input, "cap on prompt tokens, BOS included (0 = none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-output", c.scaling.max_output, "cap on output tokens (0 = none)")->check(CLI::NonNegativeNumber);
@@ -34,10 +34,10 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
                   "send at most N requests (trace: its first N; synthetic default 100)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--duration", c.scaling.duration_s,
                   "seconds: only requests arriving before it (trace, --rate); a closed loop stops sending then")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kFinite & CLI::NonNegativeNumber);
   // ... or a synthetic load.
   cmd->add_option("--rate", c.rate, "synthetic: Poisson arrivals at R requests/s (0 = all at once)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kFinite & CLI::NonNegativeNumber)
       ->excludes(trace);
   cmd->add_option("--concurrency", c.concurrency,
                   "at most C requests in flight (without --rate or --trace: a closed loop of C clients)")
@@ -47,14 +47,14 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--output-len", c.output_len, "synthetic output tokens (same forms as --input-len)")->default_val("128");
   cmd->add_option("--seed", c.seed, "seed for prompts and synthetic arrivals/lengths")->default_val(0);
   // Requests.
-  cmd->add_option("--temperature", c.temperature, "sampling temperature sent")->default_val(0.0);
+  cmd->add_option("--temperature", c.temperature, "sampling temperature sent")->default_val(0.0)->check(kFinite & CLI::NonNegativeNumber);
   cmd->add_flag("--no-ignore-eos{false}", c.ignore_eos,
                 "do not send \"ignore_eos\": true (for servers that reject it; outputs may then end early)");
   cmd->add_option("--extra-body", c.extra_body, "JSON object merged into every request body");
-  cmd->add_option("--request-timeout", c.request_timeout_s, "seconds per request")->default_val(600.0);
+  cmd->add_option("--request-timeout", c.request_timeout_s, "seconds per request")->default_val(600.0)->check(kFinite & CLI::PositiveNumber);
   // Results.
-  cmd->add_option("--slo-ttft", c.slo.ttft_ms, "goodput SLO: time to first token, ms")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--slo-tpot", c.slo.tpot_ms, "goodput SLO: time per output token, ms")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--slo-ttft", c.slo.ttft_ms, "goodput SLO: time to first token, ms")->check(kFinite & CLI::NonNegativeNumber);
+  cmd->add_option("--slo-tpot", c.slo.tpot_ms, "goodput SLO: time per output token, ms")->check(kFinite & CLI::NonNegativeNumber);
   cmd->add_option("--json", a.json_out, "write the JSON report here");
   cmd->add_option("--plot", a.plot_out, "write latency CDFs and throughput over time here (PNG, via gnuplot)");
   cmd->add_flag("--no-progress{false}", c.progress, "no progress display on stderr");

@@ -14,8 +14,8 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
   add_engine_options(*cmd, a.engine);
   cmd->add_option("-p,--prompt", a.prompt, "prompt text")->required();
   cmd->add_option("-n,--max-tokens", a.n, "tokens to generate")->default_val(64)->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", a.temperature, "0 = greedy")->default_val(0.0)->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-p", a.top_p, "nucleus mass")->default_val(1.0)->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--temperature", a.temperature, "0 = greedy")->default_val(0.0)->check(kFinite & CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-p", a.top_p, "nucleus mass")->default_val(1.0)->check(kFinite & CLI::Range(0.0, 1.0));
   cmd->add_option("--top-k", a.top_k, "0 = off")->default_val(0)->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", a.seed, "sampling seed");
   cmd->add_flag("--ids", a.ids, "print generated token ids (one line) instead of text");

@@ -94,7 +94,7 @@ void add_decode_command(CLI::App& app, WorkerArgs& a) {
   cmd->add_option("--kv-compression", a.kv_compression, "KV transfer codec: none, zstd or zstd:LEVEL")->default_val("none");
   cmd->add_option("--kv-transfer-timeout", a.kv_transfer_timeout, "seconds per KV transfer attempt")
       ->default_val(30)
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(kFinite & CLI::Range(0.001, 3600.0));
 }
 
 int run_prefill(WorkerArgs& a) {

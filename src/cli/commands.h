@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,17 @@
 #include "engine/engine.h"
 
 namespace pdserve::cli {
+
+/// Rejects NaN and ±inf, which CLI11's Range / PositiveNumber / NonNegativeNumber let
+/// through (every comparison with NaN is false). Compose: `->check(kFinite & CLI::Range(a, b))`.
+inline const CLI::Validator kFinite(
+    [](std::string& in) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(in.c_str(), &end);
+      if (end == in.c_str() || !std::isfinite(v)) return "value " + in + " is not a finite number";
+      return {};
+    },
+    "FINITE");
 
 /// Adds the engine flags shared by serve and generate (model, threads, KV cache, batching).
 void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg);

@@ -94,6 +94,19 @@ void expect_one_line_error(const RunResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
 }
 
+// NaN and infinities are refused by every floating-point flag (CLI11's range checks alone
+// let NaN through), before any model is loaded.
+TEST(Cli, NonFiniteNumbersAreRefused) {
+  for (const char* args : {"generate --model ../shared/models/stories260K.gguf -p hi --temperature nan",
+                           "generate --model ../shared/models/stories260K.gguf -p hi --top-p inf",
+                           "serve --model ../shared/models/stories260K.gguf --request-timeout nan",
+                           "bench --url http://127.0.0.1:1 --model m --rate -inf"}) {
+    const RunResult r = run(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find("not a finite number"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
 TEST(Cli, BadModelFilesGiveOneLineErrors) {
   for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
     expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");
