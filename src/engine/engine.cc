@@ -100,6 +100,10 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->cache_ns = opts.cache_salt.empty() ? 0 : std::hash<std::string>{}("salt:" + opts.cache_salt) | 1;
   seq->cache_salt = opts.cache_salt;
   seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
+  // A resume: the tokens after the original prompt were sampled with one draw each, so a
+  // seeded stream continues exactly where it stopped.
+  if (opts.original_prompt_len > 0 && params.temperature > 0.f)
+    seq->rng.discard(static_cast<unsigned long long>(seq->prompt_len - opts.original_prompt_len));
   seq->kv_sink = opts.kv_sink;
   if (seq->kv_sink) seq->sink_sent.assign(model_->config().n_layer, seq->kv_sink->skip_blocks());
   {

@@ -51,7 +51,8 @@ struct RequestOptions {
   std::string cache_salt;  // separates prefix-cache namespaces (e.g. per tenant)
   /// A resumed stream: prompt = original prompt + tokens already generated elsewhere;
   /// tokens at positions >= original_prompt_len are computed as generated tokens, so the
-  /// continuation is bit-identical to the interrupted one. 0 = the whole prompt.
+  /// continuation is bit-identical to the interrupted one, and a seeded sampled stream
+  /// skips the random draws those tokens used. 0 = the whole prompt.
   int original_prompt_len = 0;
   /// Prefill worker: receives the request's KV blocks layer by layer as they are computed.
   std::shared_ptr<KvSink> kv_sink;

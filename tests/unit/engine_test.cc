@@ -124,6 +124,33 @@ TEST(Engine, SeededSamplingIsReproducibleInAnyBatch) {
   EXPECT_TRUE(testing::wait_idle(*e));
 }
 
+// A resumed request (prompt + the k tokens already sent, original_prompt_len = the prompt)
+// continues a seeded sampled stream exactly: the generator skips the k draws already made.
+TEST(Engine, ResumedSeededStreamContinuesTheOriginal) {
+  auto e = make_engine({});
+  engine::SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 40;
+  p.seed = 77;
+  p.max_tokens = 30;
+  const auto& prompt = cases()[0].prompt_tokens;
+  const Completion full = drain(*submit(*e, prompt, p));
+  ASSERT_EQ(full.tokens.size(), 30u);
+  for (int k : {1, 11}) {
+    std::vector<int32_t> resumed = prompt;
+    resumed.insert(resumed.end(), full.tokens.begin(), full.tokens.begin() + k);
+    engine::RequestOptions opts;
+    opts.original_prompt_len = static_cast<int>(prompt.size());
+    engine::SamplingParams rest = p;
+    rest.max_tokens = 30 - k;
+    auto s = e->submit_group(resumed, rest, opts);
+    ASSERT_TRUE(s.ok()) << s.error();
+    const Completion tail = drain(*s.value()[0]);
+    EXPECT_EQ(tail.tokens, std::vector<int32_t>(full.tokens.begin() + k, full.tokens.end())) << "resumed after " << k;
+  }
+  EXPECT_TRUE(testing::wait_idle(*e));
+}
+
 TEST(Engine, StopStringEndsGenerationAndIsNotReturned) {
   auto e = make_engine({});
   const auto& r = cases()[0];  // ", there was a little girl named Lily. She loved ..."
