@@ -36,6 +36,23 @@ inline float dot_f16_q(const float* qh, const uint16_t* kh, int d) {
   return static_cast<float>(sum);
 }
 
+using F16AttentionFn = void (*)(const float*, const KvLayerView&, int, const int32_t*, int, float, float*);
+
+bool avx2_f16c_available() { return isa_available(Isa::kAvx2) && __builtin_cpu_supports("f16c"); }
+
+// The one dispatch point of the f16 kernels: the requested path, or the next one down that
+// this CPU has (AVX-512 → AVX2 → scalar). nullptr = scalar.
+F16AttentionFn select_f16(Isa isa) {
+  if (isa == Isa::kAuto) {
+    static const F16AttentionFn best = select_f16(Isa::kAvx512Vnni);
+    return best;
+  }
+  if (isa == Isa::kAvx512Vnni && isa_available(Isa::kAvx512Vnni) && __builtin_cpu_supports("f16c"))
+    return avx512::paged_attention_f16;
+  if ((isa == Isa::kAvx512Vnni || isa == Isa::kAvx2) && avx2_f16c_available()) return avx2::paged_attention_f16;
+  return nullptr;
+}
+
 }  // namespace
 
 void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* v) {
@@ -55,11 +72,15 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 }
 
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
-                          const int32_t* block_table, int n_keys, float scale, float* out) {
+                          const int32_t* block_table, int n_keys, float scale, float* out, Isa isa) {
+  if (kv.dtype == KvDtype::F16) {
+    if (const F16AttentionFn f = select_f16(isa)) return f(q, kv, kv_head, block_table, n_keys, scale, out);
+    return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
+  }
   const int d = kv.head_dim;
   constexpr int kMaxHeadDim = 512;
   float m = -INFINITY, l = 0.f;
-  if (kv.dtype == KvDtype::F32) {
+  {  // f32 cache
     float acc[kMaxHeadDim] = {};
     for (int p = 0; p < n_keys; ++p) {
       const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
@@ -82,14 +103,22 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
     for (int i = 0; i < d; ++i) out[i] = acc[i] * inv;
-    return;
   }
+}
+
+void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
+                                int n_keys, float scale, float* out) {
+  const int d = kv.head_dim;
+  constexpr int kMaxHeadDim = 512;
+  float m = -INFINITY, l = 0.f;
   // f16 cache: the numerics of llama.cpp's CPU flash attention
   // (ggml_compute_forward_flash_attn_ext_f16_one_chunk, used for prefill and decode when
   // head_dim is not a multiple of the SIMD width, and for decode below 512 cached keys):
   // Q is rounded to f16 and dotted with K by ggml_vec_dot_f16 (dot_f16_q), and the V
   // accumulator is kept in f16 (ggml_vec_scale_f16 / ggml_vec_mad_f16: rounded after
-  // every scale and multiply-add).
+  // every scale and multiply-add). The multiply-adds are single-rounding FMAs, as
+  // ggml_vec_mad_f16 (GGML_F16_VEC_FMA) and its contracted scalar code compute them —
+  // written out with std::fma so the result does not depend on -ffp-contract.
   float qh[kMaxHeadDim];
   uint16_t acc[kMaxHeadDim];
   for (int i = 0; i < d; ++i) {
@@ -110,11 +139,18 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     } else {
       vs = std::exp(s - m);
     }
-    for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) + fp16_to_fp32(vh[i]) * vs);
-    l = l * ms + vs;
+    for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(std::fma(fp16_to_fp32(vh[i]), vs, fp16_to_fp32(acc[i])));
+    l = std::fma(l, ms, vs);
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
   for (int i = 0; i < d; ++i) out[i] = fp16_to_fp32(acc[i]) * inv;
+}
+
+bool attention_has_simd(Isa isa) {
+  if (isa == Isa::kAuto) return select_f16(Isa::kAvx512Vnni) != nullptr;
+  if (isa == Isa::kAvx512Vnni) return select_f16(isa) == avx512::paged_attention_f16;
+  if (isa == Isa::kAvx2) return select_f16(isa) == avx2::paged_attention_f16;
+  return false;
 }
 
 }  // namespace pdserve::kernels

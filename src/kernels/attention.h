@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/matmul.h"  // Isa
+
 namespace pdserve::kernels {
 
 enum class KvDtype { F32, F16 };
@@ -31,7 +33,30 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 /// masking = passing the query position + 1). scale: usually 1/sqrt(head_dim).
 /// out: [head_dim]; head_dim <= 512. Keys are visited in position order, so the result does not depend on
 /// how the sequence was batched, chunked or cached.
+/// isa: the code path of an f16 cache — kAuto = the best this CPU has (checked once at run
+/// time: AVX-512 F/BW/VL/VNNI → attention_avx512.cc, AVX2+FMA+F16C → attention_avx2.cc,
+/// else scalar); kScalar = the reference (paged_attention_f16_scalar); a path the CPU lacks
+/// falls back to the next one down. Every path gives the same bits. F32 caches are scalar.
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
-                          const int32_t* block_table, int n_keys, float scale, float* out);
+                          const int32_t* block_table, int n_keys, float scale, float* out,
+                          Isa isa = Isa::kAuto);
+
+/// True when paged_attention_head(..., isa) runs its own SIMD kernel for f16 caches on this
+/// CPU (kAvx512Vnni / kAvx2 with their CPU features; kAuto when either is present).
+bool attention_has_simd(Isa isa);
+
+// Internal: the f16-cache kernels, all with paged_attention_head's arguments (kv.dtype F16).
+// The scalar reference (attention.cc) keeps llama.cpp's CPU flash-attention numerics; the
+// SIMD versions (attention_simd.inc, compiled per instruction set) reproduce it bit for bit.
+void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
+                                int n_keys, float scale, float* out);
+namespace avx2 {
+void paged_attention_f16(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table, int n_keys,
+                         float scale, float* out);
+}
+namespace avx512 {
+void paged_attention_f16(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table, int n_keys,
+                         float scale, float* out);
+}
 
 }  // namespace pdserve::kernels
