@@ -20,7 +20,7 @@ struct WeightView {
 };
 
 /// True when matmul() supports `type`: F32, F16, BF16 and the quantised types of
-/// kernels/quants.h (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K).
+/// kernels/quants.h (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
 bool matmul_supports(gguf::GgmlType type);
 
 /// Instruction-set paths of the quantised kernels. kAuto picks the best the CPU has

@@ -1,4 +1,4 @@
-// The 32-value block types Q4_0, Q4_1, Q5_0, Q8_0: ggml's reference quantisers and
+// The 32-value block types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: ggml's reference quantisers and
 // dequantisers (ggml/src/ggml-quants.c: quantize_row_q4_0_ref … dequantize_row_q8_0),
 // the Q8_0 activation quantiser of ggml's x86 backend (ggml-cpu/arch/x86/quants.c
 // quantize_row_q8_0), and the scalar reference dot (contract in quants.h).
@@ -86,6 +86,33 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t k) {
   }
 }
 
+void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t k) {
+  const int qk = QK5_1;
+  for (int64_t i = 0; i < k / qk; i++) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < qk; j++) {
+      const float v = x[i * qk + j];
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }
+    const float d = (max - min) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < qk / 2; ++j) {
+      const float x0 = (x[i * qk + 0 + j] - min) * id;
+      const float x1 = (x[i * qk + qk / 2 + j] - min) * id;
+      const uint8_t xi0 = static_cast<uint8_t>(x0 + 0.5f);
+      const uint8_t xi1 = static_cast<uint8_t>(x1 + 0.5f);
+      y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+      qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+      qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof(qh));
+  }
+}
+
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t k) {
   for (int64_t i = 0; i < k / QK8_0; i++) {
     float amax = 0.0f;
@@ -104,13 +131,14 @@ void quantize_legacy(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n); break;
     case GgmlType::Q4_1: quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n); break;
     case GgmlType::Q5_0: quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n); break;
+    case GgmlType::Q5_1: quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n); break;
     case GgmlType::Q8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
     default: break;
   }
 }
 
-/// The 32 weights of block `b` as signed bytes (q - offset; Q4_1's q as is), plus its
-/// scale d and (Q4_1) min m. Shared by dequantisation and the scalar dot.
+/// The 32 weights of block `b` as signed bytes (q - offset; Q4_1's and Q5_1's q as is),
+/// plus its scale d and (Q4_1, Q5_1) min m. Shared by dequantisation and the scalar dot.
 static void unpack_block(GgmlType t, const void* row, int64_t b, int8_t* w, float* d, float* m) {
   *m = 0.f;
   switch (t) {
@@ -138,6 +166,18 @@ static void unpack_block(GgmlType t, const void* row, int64_t b, int8_t* w, floa
       }
       break;
     }
+    case GgmlType::Q5_1: {
+      const BlockQ5_1& x = static_cast<const BlockQ5_1*>(row)[b];
+      *d = fp16_to_fp32(x.d);
+      *m = fp16_to_fp32(x.m);
+      uint32_t qh;
+      std::memcpy(&qh, x.qh, 4);
+      for (int j = 0; j < 16; ++j) {
+        w[j] = (x.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+        w[j + 16] = (x.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      }
+      break;
+    }
     case GgmlType::Q8_0: {
       const BlockQ8_0& x = static_cast<const BlockQ8_0*>(row)[b];
       *d = fp16_to_fp32(x.d);
@@ -153,8 +193,9 @@ void dequantize_legacy(GgmlType t, const void* src, float* dst, int64_t n) {
   float d, m;
   for (int64_t b = 0; b < n / 32; ++b) {
     unpack_block(t, src, b, w, &d, &m);
-    // ggml: x*d (+ m for Q4_1), one rounding each.
-    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = t == GgmlType::Q4_1 ? w[j] * d + m : w[j] * d;
+    // ggml: x*d (+ m for Q4_1 / Q5_1), one rounding each.
+    const bool has_min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = has_min ? w[j] * d + m : w[j] * d;
   }
 }
 
@@ -201,7 +242,7 @@ float vec_dot_legacy_scalar(GgmlType t, const void* w, const void* act, int64_t 
       for (int i = 4 * g; i < 4 * g + 4; ++i) s += int32_t{wq[i]} * (int32_t{p.qu[32 * h + i]} - 128);
       float& a = acc[g];
       a = std::fma(d, static_cast<float>(s), a);
-      if (t == GgmlType::Q4_1) a = std::fma(m, static_cast<float>(p.s4[8 * h + g]), a);
+      if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) a = std::fma(m, static_cast<float>(p.s4[8 * h + g]), a);
     }
   }
   return hsum_float_8(acc);

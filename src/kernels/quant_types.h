@@ -7,7 +7,7 @@
 
 namespace pdserve::kernels {
 
-constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK8_0 = 32;  // ggml-common.h
+constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32;  // ggml-common.h
 constexpr int QK_K = 256;                                       // K-quant super-block
 constexpr int K_SCALE_SIZE = 12;
 
@@ -17,6 +17,8 @@ struct BlockQ4_0 { uint16_t d; uint8_t qs[QK4_0 / 2]; };
 struct BlockQ4_1 { uint16_t d; uint16_t m; uint8_t qs[QK4_1 / 2]; };
 /// Q5_0: x = d * (q - 16); low 4 bits as Q4_0, bit 4 of element j is bit j of qh (LE u32).
 struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+/// Q5_1: x = d * q + m (q 0..31); the bits laid out as Q5_0.
+struct BlockQ5_1 { uint16_t d; uint16_t m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
 /// Q8_0: x = d * q, q int8.
 struct BlockQ8_0 { uint16_t d; int8_t qs[QK8_0]; };
 /// Q4_K: 8 sub-blocks of 32; x = d*sc[j]*q - dmin*m[j], 6-bit sc/m packed in scales[12]
@@ -29,7 +31,8 @@ struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_
 /// Q8_K (activations of the K-quants): x = d * q, bsums[j] = sum of qs[16j .. 16j+15].
 struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
+              sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 
 /// Activations of the 32-block types (Q4_0/Q4_1/Q5_0/Q8_0), two blocks per record so one

@@ -12,7 +12,7 @@ using gguf::GgmlType;
 
 bool is_quantized(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
     case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
     default: return false;
   }
@@ -35,7 +35,7 @@ void dequantize(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(static_cast<const uint16_t*>(src)[i]);
       break;
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
       dequantize_legacy(t, src, dst, n);
       break;
     case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::Q8_K:
@@ -58,7 +58,7 @@ void quantize(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
       break;
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
       quantize_legacy(t, src, dst, n);
       break;
     default: quantize_kquant(t, src, dst, n); break;

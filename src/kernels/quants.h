@@ -1,7 +1,7 @@
 // Quantised weight formats: dequantisation, ggml's reference quantisers, activation
 // quantisation for the integer dot products, and the scalar reference dot of every type.
 // Block layouts: kernels/quant_types.h (ggml-common.h). Implementations, one family per
-// file: quant_legacy.cc (Q4_0, Q4_1, Q5_0, Q8_0), quant_kquants.cc (Q4_K, Q5_K, Q6_K, Q8_K).
+// file: quant_legacy.cc (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), quant_kquants.cc (Q4_K, Q5_K, Q6_K, Q8_K).
 #pragma once
 
 #include <cstdint>
@@ -11,11 +11,11 @@
 namespace pdserve::kernels {
 
 /// True for the block-quantised weight types the matmul kernels take
-/// (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K).
+/// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
 bool is_quantized(gguf::GgmlType t);
 
 /// The activation format a weight type's integer dot uses — ggml's vec_dot_type:
-/// Q8_0 for the 32-blocks (Q4_1 included: we keep per-lane sums for its min term instead
+/// Q8_0 for the 32-blocks (Q4_1 and Q5_1 included: we keep per-lane sums for the min term instead
 /// of ggml's Q8_1), Q8_K for the K-quants. F32 for other types.
 gguf::GgmlType vec_dot_type(gguf::GgmlType t);
 
@@ -23,7 +23,7 @@ gguf::GgmlType vec_dot_type(gguf::GgmlType t);
 /// quantised type above; Q8_K too). ggml's dequantize_row_* arithmetic.
 void dequantize(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 
-/// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
+/// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
 /// Q5_K, Q6_K, Q8_K).
 bool can_quantize(gguf::GgmlType t);
 /// dst = `n` values (a multiple of the block size) of `src` in type `t`, byte-identical to
@@ -42,7 +42,7 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 ///  * 32-blocks — ggml's ggml_vec_dot_q8_0_q8_0 / q4_0_q8_0 / q5_0_q8_0 AVX2 order (and
 ///    llamafile tinyBLAS_Q0_AVX's): exact int32 partial sums p_g over the 4-value groups
 ///    g = 0..7 of each block; one 8-lane float accumulator, blocks in order:
-///    acc[g] = fma(d_w*d_a, p_g, acc[g]) (Q4_1 then acc[g] = fma(m_w*d_a, Σ group's
+///    acc[g] = fma(d_w*d_a, p_g, acc[g]) (Q4_1 / Q5_1 then acc[g] = fma(m_w*d_a, Σ group's
 ///    activations, acc[g])); then hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 ///  * K-quants — ggml's AVX2 ggml_vec_dot_q{4,5,6}_K_q8_K order: per super-block 8 exact
 ///    int32 lanes, lane k = Σ over the 8 chunks c of 32 of scale · q · a over elements

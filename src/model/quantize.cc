@@ -49,7 +49,7 @@ GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name
     if ((contains(name, "attn_v.weight") || contains(name, "ffn_down")) && l >= 0 && use_more_bits(l, n_layer)) t = GgmlType::Q6_K;
   }
   if ((t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) && dims[0] % 256 != 0)
-    t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : GgmlType::Q8_0;
+    t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : t == GgmlType::Q5_K ? GgmlType::Q5_1 : GgmlType::Q8_0;
   if (dims[0] % 32 != 0 && kernels::is_quantized(t)) t = GgmlType::F16;
   return t;
 }

@@ -14,9 +14,9 @@ namespace pdserve::model {
 /// types: 1-D tensors (norms, biases) stay F32; output.weight (token_embd when tied) is
 /// Q6_K unless the base type is Q8_0 / F32 / F16 / BF16 (kept); in the _M mixes attn_v and
 /// ffn_down of the layers use_more_bits(i, n) picks (i < n/8, i >= 7n/8, (i - n/8) % 3
-/// == 2) are Q6_K; a K-quant tensor whose row is not a multiple of 256 falls back to
-/// Q5_0 (Q4_K) / Q8_0 (Q5_K, Q6_K). Quantisers are ggml's reference ones (no importance
-/// matrix), so the bytes equal llama-quantize's.
+/// == 2) are Q6_K; a K-quant tensor whose row is not a multiple of 256 falls back as in
+/// llama.cpp: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0. Quantisers are ggml's reference ones
+/// (no importance matrix), so the bytes equal llama-quantize's.
 struct QuantizePlan {
   gguf::GgmlType base = gguf::GgmlType::Q8_0;
   bool mix_m = false;   // the _M mixes

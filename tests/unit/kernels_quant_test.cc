@@ -19,8 +19,12 @@ namespace {
 
 using gguf::GgmlType;
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+// The types with SIMD kernels. Q5_1 (in Q5_K_M files only as the fallback for rows that
+// are not a multiple of 256) runs on the scalar kernel on every path.
+const GgmlType kSimdTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 /// 64-byte aligned bytes (quantised activation rows must be aligned).
 struct AlignedBytes {
@@ -73,7 +77,7 @@ TEST(KernelsQuant, RoundTripWithinStep) {
       max_err = std::max(max_err, double(std::fabs(x[i] - y[i])));
       max_abs = std::max(max_abs, double(std::fabs(x[i])));
     }
-    const double bits = t == GgmlType::Q8_0 ? 8 : t == GgmlType::Q6_K ? 6 : (t == GgmlType::Q5_0 || t == GgmlType::Q5_K) ? 5 : 4;
+    const double bits = t == GgmlType::Q8_0 ? 8 : t == GgmlType::Q6_K ? 6 : (t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::Q5_K) ? 5 : 4;
     const double bound = max_abs * 2.0 / std::pow(2.0, bits - 1);  // one step of a symmetric grid, with slack for scale rounding
     EXPECT_LE(max_err, bound);
     std::printf("[ %-4s ] max |x - deq(q(x))| = %.4f (max |x| %.3f, bound %.4f)\n", gguf::type_name(t).c_str(), max_err, max_abs, bound);
@@ -142,7 +146,7 @@ void check_isa(kernels::Isa isa) {
   if (!kernels::isa_available(isa)) GTEST_SKIP() << kernels::isa_name(isa) << " not supported by this CPU";
   std::string missing;
   std::mt19937 rng(5);
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kSimdTypes) {
     if (!kernels::has_quant_kernel(isa, t)) {
       missing += gguf::type_name(t) + " ";
       continue;

@@ -84,6 +84,17 @@ TEST(ModelQuantize, F32DequantisesEveryWeight) {
   std::filesystem::remove(out);
 }
 
+// Rows that are not a multiple of 256 (e.g. Qwen2.5-0.5B's 896) cannot hold K-quant
+// super-blocks: llama.cpp's fallbacks, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0.
+TEST(ModelQuantize, KQuantFallbacksForRowsNotAMultipleOf256) {
+  const std::vector<int64_t> dims = {896, 4864};
+  const auto plan = [](const char* t) { return model::parse_quantize_type(t).value(); };
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::Q5_0);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q5_K_M"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::Q5_1);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q6_K"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::Q8_0);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q5_K_M"), "blk.5.ffn_up.weight", {1024, 4864}, 24, true), gguf::GgmlType::Q5_K);
+}
+
 TEST(ModelQuantize, UnknownTypeIsAnError) {
   auto s = model::quantize_file("../shared/models/synth-llama-small-f16.gguf", tmp("x.gguf"), "Q3_X");
   ASSERT_FALSE(s.ok());
