@@ -36,7 +36,8 @@ inline float dot_f16_q(const float* qh, const uint16_t* kh, int d) {
   return static_cast<float>(sum);
 }
 
-using F16AttentionFn = void (*)(const float*, const KvLayerView&, int, const int32_t*, int, float, float*);
+// A SIMD f16 kernel: paged_attention_group's arguments (one head = a group of one).
+using F16AttentionFn = void (*)(const float*, int, const KvLayerView&, int, const int32_t*, int, float, float*);
 
 bool avx2_f16c_available() { return isa_available(Isa::kAvx2) && __builtin_cpu_supports("f16c"); }
 
@@ -48,8 +49,8 @@ F16AttentionFn select_f16(Isa isa) {
     return best;
   }
   if (isa == Isa::kAvx512Vnni && isa_available(Isa::kAvx512Vnni) && __builtin_cpu_supports("f16c"))
-    return avx512::paged_attention_f16;
-  if ((isa == Isa::kAvx512Vnni || isa == Isa::kAvx2) && avx2_f16c_available()) return avx2::paged_attention_f16;
+    return avx512::paged_attention_f16_group;
+  if ((isa == Isa::kAvx512Vnni || isa == Isa::kAvx2) && avx2_f16c_available()) return avx2::paged_attention_f16_group;
   return nullptr;
 }
 
@@ -74,7 +75,7 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
                           const int32_t* block_table, int n_keys, float scale, float* out, Isa isa) {
   if (kv.dtype == KvDtype::F16) {
-    if (const F16AttentionFn f = select_f16(isa)) return f(q, kv, kv_head, block_table, n_keys, scale, out);
+    if (const F16AttentionFn f = select_f16(isa)) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
     return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
   }
   const int d = kv.head_dim;
@@ -104,6 +105,16 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     const float inv = l > 0.f ? 1.f / l : 0.f;
     for (int i = 0; i < d; ++i) out[i] = acc[i] * inv;
   }
+}
+
+void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
+                           int n_keys, float scale, float* out, Isa isa) {
+  if (kv.dtype == KvDtype::F16)
+    if (const F16AttentionFn f = select_f16(isa)) return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
+  // The scalar paths: head by head (the reference's order within each head is all that counts).
+  const int64_t d = kv.head_dim;
+  for (int h = 0; h < n_q; ++h)
+    paged_attention_head(q + h * d, kv, kv_head, block_table, n_keys, scale, out + h * d, Isa::kScalar);
 }
 
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
@@ -148,8 +159,8 @@ void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_he
 
 bool attention_has_simd(Isa isa) {
   if (isa == Isa::kAuto) return select_f16(Isa::kAvx512Vnni) != nullptr;
-  if (isa == Isa::kAvx512Vnni) return select_f16(isa) == avx512::paged_attention_f16;
-  if (isa == Isa::kAvx2) return select_f16(isa) == avx2::paged_attention_f16;
+  if (isa == Isa::kAvx512Vnni) return select_f16(isa) == avx512::paged_attention_f16_group;
+  if (isa == Isa::kAvx2) return select_f16(isa) == avx2::paged_attention_f16_group;
   return false;
 }
 

@@ -41,22 +41,36 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
                           const int32_t* block_table, int n_keys, float scale, float* out,
                           Isa isa = Isa::kAuto);
 
+/// Attention for one query token and the n_q query heads that share KV head kv_head (a GQA
+/// group: query heads kv_head * group .. + n_q - 1 in llama.cpp's / HF's head order, or any
+/// part of such a group). q: [n_q][head_dim] float32, rows contiguous; out: [n_q][head_dim].
+/// Each K and V row is read and converted once for the whole group, and the heads' online
+/// softmax and f16 accumulator chains run side by side, each with exactly its own head's
+/// operations in the same order, so out row h is bit-identical to
+/// paged_attention_head(q + h * head_dim, kv, kv_head, ..., out + h * head_dim, isa) — for
+/// every isa, n_q and head_dim. Other arguments, isa and fallbacks: as paged_attention_head.
+void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
+                           const int32_t* block_table, int n_keys, float scale, float* out,
+                           Isa isa = Isa::kAuto);
+
 /// True when paged_attention_head(..., isa) runs its own SIMD kernel for f16 caches on this
 /// CPU (kAvx512Vnni / kAvx2 with their CPU features; kAuto when either is present).
 bool attention_has_simd(Isa isa);
 
-// Internal: the f16-cache kernels, all with paged_attention_head's arguments (kv.dtype F16).
-// The scalar reference (attention.cc) keeps llama.cpp's CPU flash-attention numerics; the
-// SIMD versions (attention_simd.inc, compiled per instruction set) reproduce it bit for bit.
+// Internal: the f16-cache kernels (kv.dtype F16). The scalar reference (attention.cc) keeps
+// llama.cpp's CPU flash-attention numerics, one head per call, with paged_attention_head's
+// arguments; the SIMD versions (attention_simd.inc, compiled per instruction set) take
+// paged_attention_group's arguments (n_q = 1: one head) and reproduce the reference bit for
+// bit, head by head.
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
                                 int n_keys, float scale, float* out);
 namespace avx2 {
-void paged_attention_f16(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table, int n_keys,
-                         float scale, float* out);
+void paged_attention_f16_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
+                               const int32_t* block_table, int n_keys, float scale, float* out);
 }
 namespace avx512 {
-void paged_attention_f16(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table, int n_keys,
-                         float scale, float* out);
+void paged_attention_f16_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
+                               const int32_t* block_table, int n_keys, float scale, float* out);
 }
 
 }  // namespace pdserve::kernels

@@ -1,5 +1,6 @@
-// The f16-cache paged attention kernel for AVX-512 F/BW/VL (+F16C, FMA); body in
-// attention_simd.inc. Called only when the CPU has AVX-512 (attention.cc dispatches).
+// The f16-cache paged attention kernels (one head, a GQA group of heads) for AVX-512
+// F/BW/VL (+F16C, FMA); body in attention_simd.inc. Called only when the CPU has AVX-512
+// (attention.cc dispatches).
 #define ATTN_AVX512 1
 #define ATTN_NS avx512
 #include "kernels/attention_simd.inc"

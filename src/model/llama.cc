@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
@@ -71,6 +73,12 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
   for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.positions[t] + 1} * nq;
+  // Attention tasks: the smallest split of each GQA group into parts that gives every thread
+  // the same number of tasks, or at least 4 tasks per thread.
+  const int attn_threads = kernels::worth_parallel(attn_work) ? omp_get_max_threads() : 1;
+  int attn_parts = 1;
+  for (int64_t tasks = int64_t{n} * c.n_head_kv; attn_parts < group; ++attn_parts, tasks += int64_t{n} * c.n_head_kv)
+    if (tasks % attn_threads == 0 || tasks >= 4 * attn_threads) break;
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
@@ -94,11 +102,19 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
     if (batch.after_layer) batch.after_layer(l);
-#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (kernels::worth_parallel(attn_work))
+    // One task per (token, KV head, part): the query heads of a KV head (GQA group) in one
+    // call, so each K/V row is read and converted once for all of them; the group is split
+    // into parts only when there are too few tasks to share evenly among the threads (e.g.
+    // one decode token with a single KV head). Bit-identical whatever the split.
+#pragma omp parallel for schedule(dynamic, 1) collapse(3) if (attn_threads > 1)
     for (int t = 0; t < n; ++t)
-      for (int h = 0; h < c.n_head; ++h)
-        kernels::paged_attention_head(&q[size_t(t) * nq + h * hd], cache, h / group, batch.block_tables[batch.seq_ids[t]],
-                                      batch.positions[t] + 1, scale, &attn[size_t(t) * nq + h * hd]);
+      for (int g = 0; g < c.n_head_kv; ++g)
+        for (int part = 0; part < attn_parts; ++part) {
+          const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
+          kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
+                                         batch.block_tables[batch.seq_ids[t]], batch.positions[t] + 1, scale,
+                                         &attn[size_t(t) * nq + h0 * hd]);
+        }
     kernels::matmul(L.wo, attn.data(), n, proj.data(), order);
     kernels::add_inplace(x.data(), proj.data(), n * E);
 

@@ -1,7 +1,9 @@
 // The SIMD f16-cache paged attention kernels (attention_simd.inc) against the scalar
 // reference (attention.cc paged_attention_f16_scalar): the same bits, on random caches with
 // shuffled block tables, GQA, head_dims with and without a d % 64 / d % 16 tail, block sizes
-// above and below the kernel's score chunk, and contexts of 1..2000 keys.
+// above and below the kernel's score chunk, and contexts of 1..2000 keys; and the grouped
+// entry point (paged_attention_group, all query heads of a KV head in one call) against the
+// heads one at a time, on every path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,6 +127,129 @@ TEST_P(AttentionSimdTest, MatchesScalarAtExtremeScales) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionSimdTest, ::testing::Values(Isa::kAvx2, Isa::kAvx512Vnni, Isa::kAuto),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// paged_attention_group against paged_attention_head: for every KV head of a layer, the
+// group's n_q = group query heads in one call give, row by row, memcmp-equal results to the
+// heads one at a time on the same path, and to the scalar reference. Contexts: every length
+// 1..kDenseLens (all the chunk and block boundaries there) and kLens up to 2000.
+constexpr int kDenseLens = 130;
+void check_group(Isa isa, int head_dim, int n_kv_heads, int group, int block_size, const std::vector<int>& lens,
+                 float q_sd, float k_sd, float v_sd, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int max_keys = *std::max_element(lens.begin(), lens.end());
+  RandomCache c = make_cache(head_dim, n_kv_heads, block_size, max_keys, k_sd, v_sd, rng);
+  const size_t row = size_t(group) * head_dim;  // one KV head's query heads
+  std::normal_distribution<float> qd(0.f, q_sd);
+  std::vector<float> q(row * n_kv_heads), ref(row), scalar(row), got(row);
+  const float scale = 1.f / std::sqrt(float(head_dim));
+  int nonzero = 0;
+  for (int n_keys : lens) {
+    for (float& x : q) x = qd(rng);
+    for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+      const float* qg = &q[kvh * row];
+      for (int h = 0; h < group; ++h) {
+        paged_attention_head(qg + size_t(h) * head_dim, c.view, kvh, c.table.data(), n_keys, scale,
+                             &ref[size_t(h) * head_dim], isa);
+        paged_attention_head(qg + size_t(h) * head_dim, c.view, kvh, c.table.data(), n_keys, scale,
+                             &scalar[size_t(h) * head_dim], Isa::kScalar);
+      }
+      std::fill(got.begin(), got.end(), -1.f);
+      paged_attention_group(qg, group, c.view, kvh, c.table.data(), n_keys, scale, got.data(), isa);
+      ASSERT_EQ(std::memcmp(ref.data(), got.data(), sizeof(float) * row), 0)
+          << isa_name(isa) << " head_dim " << head_dim << " group " << group << " block " << block_size << " n_keys "
+          << n_keys << " kv head " << kvh << " first diff " << first_diff(ref, got);
+      ASSERT_EQ(std::memcmp(scalar.data(), got.data(), sizeof(float) * row), 0)
+          << isa_name(isa) << " vs scalar: head_dim " << head_dim << " group " << group << " block " << block_size
+          << " n_keys " << n_keys << " kv head " << kvh << " first diff " << first_diff(scalar, got);
+      for (float x : ref) nonzero += x != 0.f;
+    }
+  }
+  EXPECT_GT(nonzero, 0);  // the comparison is not vacuous
+}
+
+std::vector<int> group_lens() {
+  std::vector<int> lens(kDenseLens);
+  std::iota(lens.begin(), lens.end(), 1);
+  for (int n : kLens)
+    if (n > kDenseLens) lens.push_back(n);
+  return lens;
+}
+
+class AttentionGroupTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(AttentionGroupTest, GroupMatchesPerHeadBitForBit) {
+  const Isa isa = GetParam();
+  if (isa != Isa::kScalar && !attention_has_simd(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const std::vector<int> lens = group_lens();
+  uint32_t seed = 1000;
+  for (int head_dim : {32, 64, 128})
+    for (int group : {1, 2, 4, 7, 8}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " group " + std::to_string(group));
+      check_group(isa, head_dim, /*n_kv_heads=*/2, group, /*block_size=*/16, lens, 1.f, 1.f, 1.f, seed++);
+    }
+}
+
+// The other group sizes (3, 5, 6; 12 and 16 run as two groups), head_dims with a d % 64 or
+// d % 16 tail or none known at compile time (192), and block sizes below and above the
+// kernels' key chunks.
+TEST_P(AttentionGroupTest, GroupMatchesPerHeadOtherShapes) {
+  const Isa isa = GetParam();
+  if (isa != Isa::kScalar && !attention_has_simd(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const std::vector<int> lens = {1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 100, 257, 513, 1000};
+  uint32_t seed = 2000;
+  for (int head_dim : {8, 16, 40, 80, 96, 192, 256})
+    for (int group : {2, 3, 5, 6, 8}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " group " + std::to_string(group));
+      check_group(isa, head_dim, /*n_kv_heads=*/2, group, /*block_size=*/group % 2 ? 7 : 64, lens, 1.f, 1.f, 1.f,
+                  seed++);
+    }
+  for (int head_dim : {64, 128})
+    for (int group : {3, 5, 6, 12, 16}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " group " + std::to_string(group));
+      check_group(isa, head_dim, /*n_kv_heads=*/1, group, /*block_size=*/7, lens, 1.f, 1.f, 1.f, seed++);
+    }
+}
+
+// Peaked and flat score distributions and tiny / large V (as MatchesScalarAtExtremeScales).
+TEST_P(AttentionGroupTest, GroupMatchesPerHeadAtExtremeScales) {
+  const Isa isa = GetParam();
+  if (isa != Isa::kScalar && !attention_has_simd(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const std::vector<int> lens = {1, 5, 16, 100, 333, 1000, 2000};
+  uint32_t seed = 3000;
+  for (int head_dim : {32, 64, 128})
+    for (auto [q_sd, k_sd, v_sd] : {std::tuple{8.f, 4.f, 1.f}, std::tuple{0.01f, 0.01f, 1.f},
+                                    std::tuple{1.f, 1.f, 1e-5f}, std::tuple{2.f, 2.f, 300.f}}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " q_sd " + std::to_string(q_sd) + " v_sd " +
+                   std::to_string(v_sd));
+      check_group(isa, head_dim, /*n_kv_heads=*/1, /*group=*/8, /*block_size=*/16, lens, q_sd, k_sd, v_sd, seed++);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionGroupTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni, Isa::kAuto),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// An f32 cache: the group call is the f32 path head by head.
+TEST(AttentionTest, GroupF32CacheMatchesPerHead) {
+  std::mt19937 rng(5);
+  const int d = 64, group = 4, n = 300;
+  RandomCache c = make_cache(d, 1, 16, n, 1.f, 1.f, rng);
+  std::vector<float> k32(c.k.size()), v32(c.v.size());
+  for (size_t i = 0; i < c.k.size(); ++i) {
+    k32[i] = fp16_to_fp32(c.k[i]);
+    v32[i] = fp16_to_fp32(c.v[i]);
+  }
+  c.view.k = k32.data();
+  c.view.v = v32.data();
+  c.view.dtype = KvDtype::F32;
+  std::vector<float> q(size_t(group) * d), ref(q.size()), got(q.size());
+  std::normal_distribution<float> qd(0.f, 1.f);
+  for (float& x : q) x = qd(rng);
+  for (int h = 0; h < group; ++h)
+    paged_attention_head(&q[size_t(h) * d], c.view, 0, c.table.data(), n, 0.125f, &ref[size_t(h) * d]);
+  paged_attention_group(q.data(), group, c.view, 0, c.table.data(), n, 0.125f, got.data());
+  EXPECT_EQ(std::memcmp(ref.data(), got.data(), sizeof(float) * q.size()), 0) << first_diff(ref, got);
+}
 
 // The default (kAuto) path and the scalar reference also agree for a head through the
 // public entry point with no isa argument, which is what the model calls.
