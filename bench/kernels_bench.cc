@@ -1,13 +1,17 @@
-// Google Benchmark of kernels::matmul on a 2048×2048 weight matrix (F16, Q8_0, Q4_0,
-// Q4_K) with 1 and 32 tokens, plus this machine's streaming-read bandwidth (the bound a
-// decode step, which reads every weight once, cannot beat).
+// Google Benchmark of kernels::matmul on a 2048×2048 weight matrix (F16, BF16, Q8_0, Q4_0,
+// Q4_K, Q6_K) with 1 and 32 tokens (the matrix stays in the last-level cache), one-token
+// products with a 32768×2048 matrix read from memory (BM_MatmulStream: a decode step's
+// access pattern), plus this machine's streaming-read bandwidth (the bound a decode step,
+// which reads every weight once, cannot beat; BM_StreamReadPrefetch with software prefetch).
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -39,19 +43,20 @@ Matrix make_matrix(GgmlType t, int64_t rows, int64_t cols) {
   return m;
 }
 
-void BM_Matmul(benchmark::State& state, GgmlType t) {
+/// One matrix per (type, rows), built once.
+const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols) {
+  static std::vector<std::unique_ptr<Matrix>> cache;
+  for (const auto& m : cache)
+    if (m->view.type == t && m->view.rows == rows) return *m;
+  cache.push_back(std::make_unique<Matrix>(make_matrix(t, rows, cols)));
+  return *cache.back();
+}
+
+void run_matmul(benchmark::State& state, GgmlType t, int64_t rows) {
   const int64_t n = 2048;
   const int tokens = static_cast<int>(state.range(0));
-  static std::vector<Matrix> cache;  // one matrix per type, built once
-  const Matrix* mp = nullptr;
-  for (const auto& m : cache)
-    if (m.view.type == t) mp = &m;
-  if (!mp) {
-    cache.push_back(make_matrix(t, n, n));
-    mp = &cache.back();
-  }
-  const Matrix& m = *mp;
-  std::vector<float> x(tokens * n), y(tokens * n);
+  const Matrix& m = cached_matrix(t, rows, n);
+  std::vector<float> x(tokens * n), y(tokens * rows);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (float& v : x) v = nd(rng);
@@ -64,18 +69,31 @@ void BM_Matmul(benchmark::State& state, GgmlType t) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.data.size()));
   state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * n * n * tokens * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+      benchmark::Counter(2.0 * rows * n * tokens * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 
+void BM_Matmul(benchmark::State& state, GgmlType t) { run_matmul(state, t, 2048); }
+void BM_MatmulStream(benchmark::State& state, GgmlType t) { run_matmul(state, t, 32768); }
+
 BENCHMARK_CAPTURE(BM_Matmul, F16, GgmlType::F16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Matmul, BF16, GgmlType::BF16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q8_0, GgmlType::Q8_0)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Matmul, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, F16, GgmlType::F16)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, Q8_0, GgmlType::Q8_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Streaming read of a 1 GiB buffer with `threads` OpenMP threads (each sums a contiguous
-// slice with 4 independent 64-bit accumulators; the compiler vectorises it).
-void BM_StreamRead(benchmark::State& state) {
+// slice with 4 independent 64-bit accumulators; the compiler vectorises it). `prefetch`:
+// also software-prefetch 2 KiB ahead, as the matmul kernels do — the hardware prefetchers
+// alone do not reach a core's read bandwidth.
+template <bool prefetch>
+void stream_read(benchmark::State& state) {
   const size_t bytes = size_t{1} << 30;
   const int threads = static_cast<int>(state.range(0));
   static std::vector<uint64_t> buf;
@@ -93,8 +111,9 @@ void BM_StreamRead(benchmark::State& state) {
       const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
       const uint64_t* p = buf.data();
       uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-      for (size_t i = lo; i + 4 <= hi; i += 4) {
-        a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
+      for (size_t i = lo; i + 8 <= hi; i += 8) {
+        if constexpr (prefetch) asm volatile("prefetcht1 %0" : : "m"(p[std::min(i + 256, hi - 1)]));  // a line per 8 values
+        a0 += p[i] + p[i + 4]; a1 += p[i + 1] + p[i + 5]; a2 += p[i + 2] + p[i + 6]; a3 += p[i + 3] + p[i + 7];
       }
       total += a0 + a1 + a2 + a3;
     }
@@ -102,7 +121,10 @@ void BM_StreamRead(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
+void BM_StreamRead(benchmark::State& state) { stream_read<false>(state); }
+void BM_StreamReadPrefetch(benchmark::State& state) { stream_read<true>(state); }
 BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_StreamReadPrefetch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 

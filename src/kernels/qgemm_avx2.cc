@@ -6,6 +6,10 @@
 
 namespace pdserve::kernels {
 
-QGemmFn qgemm_avx2(gguf::GgmlType t) { return avx2::table(t); }
+QKernel qgemm_avx2(gguf::GgmlType t, QOrder) {
+  QKernel k;
+  k.gemm = avx2::table(t);
+  return k;
+}
 
 }  // namespace pdserve::kernels

@@ -1,12 +1,23 @@
-// AVX-512 VNNI quantised matmul kernels (VPDPBUSD on 256-bit vectors, AVX512VL); body in
-// qgemm_simd.inc.
-#include <cstring>
-#define QG_VNNI 1
-#define QG_NS avx512vnni
-#include "kernels/qgemm_simd.inc"
+// The AVX-512 VNNI kernel table: pair kernels for ggml's vec_dot orders, row kernels for
+// llama.cpp's repacked Q4_0 / Q4_K orders (see qgemm_avx512.h).
+#include "kernels/qgemm_avx512.h"
 
 namespace pdserve::kernels {
 
-QGemmFn qgemm_avx512vnni(gguf::GgmlType t) { return avx512vnni::table(t); }
+QKernel qgemm_avx512vnni(gguf::GgmlType t, QOrder order) {
+  using gguf::GgmlType;
+  switch (t) {
+    case GgmlType::Q4_0:
+      return order == QOrder::kVecDot ? avx512::legacy_pair_kernel(t) : avx512::q4_0_row_kernel();
+    case GgmlType::Q8_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+      return avx512::legacy_pair_kernel(t);
+    case GgmlType::Q4_K:
+      return order == QOrder::kVecDot ? avx512::kquant_pair_kernel(t) : avx512::q4_K_row_kernel(order);
+    case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return avx512::kquant_pair_kernel(t);
+    default:
+      return {};
+  }
+}
 
 }  // namespace pdserve::kernels

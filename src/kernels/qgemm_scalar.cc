@@ -14,6 +14,10 @@ void gemm_scalar(const WeightView& w, const uint8_t* act, int64_t act_stride, in
 }
 }  // namespace
 
-QGemmFn qgemm_scalar(gguf::GgmlType t) { return is_quantized(t) ? gemm_scalar : nullptr; }
+QKernel qgemm_scalar(gguf::GgmlType t, QOrder) {
+  QKernel k;
+  if (is_quantized(t)) k.gemm = gemm_scalar;
+  return k;
+}
 
 }  // namespace pdserve::kernels

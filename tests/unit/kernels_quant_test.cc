@@ -21,9 +21,9 @@ using gguf::GgmlType;
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-// The types with SIMD kernels. Q5_1 (in Q5_K_M files only as the fallback for rows that
-// are not a multiple of 256) runs on the scalar kernel on every path.
-const GgmlType kSimdTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+// The types with SIMD kernels (all of them; Q5_1 is in Q5_K_M files only as the fallback
+// for rows that are not a multiple of 256).
+const GgmlType kSimdTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 /// 64-byte aligned bytes (quantised activation rows must be aligned).

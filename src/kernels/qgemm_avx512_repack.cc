@@ -1,0 +1,239 @@
+// AVX-512 VNNI row kernels of llama.cpp's repacked orders (quants.h kRepackGemv /
+// kRepackGemm), which keep one float accumulator per (row, token):
+//  * Q4_0: acc = fma((float) Σ_32 w·a, d_w*d_a, acc) per block;
+//  * Q4_K: acc = fma((float) Σ_j sc_j·Σ(q·a)_j, d_w*d_a, acc) and
+//    acc_m = fma((float) Σ_j m_j·bsum32_j, dmin_w*d_a, acc_m) per super-block (GEMV) or
+//    per 64 values (GEMM); result acc − acc_m.
+// 16 rows are processed together, transposed on the fly (transpose16x16) so int32 lane r
+// holds row r's 4 weights of each dword; a token's 4 activations are broadcast, and
+// VPDPBUSD accumulates the exact block sum of all 16 rows at once. The float steps then
+// run on 16 rows per instruction. Tokens go in tiles of up to 16 over each 16-row tile.
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "kernels/qgemm_avx512.h"
+#include "kernels/quant_types.h"
+
+namespace pdserve::kernels::avx512 {
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int kMaxTok = 16;
+
+/// Row pointers of a 16-row tile (rows past r1 repeat the last row) and the mask of the
+/// real ones.
+struct RowTile {
+  const uint8_t* rp[16];
+  __mmask16 mask;
+  RowTile(const WeightView& w, int64_t rt, int64_t r1) {
+    const auto* base = static_cast<const uint8_t*>(w.data);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) rp[r] = base + std::min(rt + r, r1 - 1) * w.row_bytes;
+    mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, r1 - rt)) - 1);
+  }
+};
+
+// ---- Q4_0 ----
+
+/// Packed activations of one token and block: signed values, −8·Σ values, d_a.
+struct alignas(16) Q40Block {
+  int8_t q[32];
+  int32_t neg_corr;
+  float d;
+  int32_t pad[2];
+};
+static_assert(sizeof(Q40Block) == 48);
+
+int64_t q40_pack_bytes(const WeightView& w, QOrder, int n_tok) {
+  return int64_t{n_tok} * (w.cols / 32) * static_cast<int64_t>(sizeof(Q40Block));
+}
+
+void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int, int t_begin, int t_end, uint8_t* packed) {
+  const int64_t nb = w.cols / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int t = t_begin; t < t_end; ++t) {
+    const auto* src = reinterpret_cast<const ActPairQ8*>(act + t * act_stride);
+    auto* out = reinterpret_cast<Q40Block*>(packed) + t * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      const ActPairQ8& p = src[b / 2];
+      const int h = static_cast<int>(b % 2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q),
+                          _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.qu + 32 * h)), flip));
+      int32_t s = 0;
+      for (int g = 0; g < 8; ++g) s += p.s4[8 * h + g];
+      out[b].neg_corr = -8 * s;  // weights enter VPDPBUSD as q + 8 (unsigned nibbles)
+      out[b].d = p.d[8 * h];
+      out[b].pad[0] = out[b].pad[1] = 0;
+    }
+  }
+}
+
+template <int TT>
+void q40_tile(const RowTile& rt, const TilePrefetch& pf, const Q40Block* const* at, int64_t nb, float* y, int64_t ldy) {
+  __m512 acc[TT];
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.part(b);
+    const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
+    __m512i raw[4], wv[8];
+    transpose16x16(rt.rp, bo + 2, raw);
+#pragma GCC unroll 16
+    for (int k = 0; k < 4; ++k) {
+      wv[k] = _mm512_and_si512(raw[k], m4);                             // elements 4k .. 4k+3
+      wv[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);  // elements 16+4k ..
+    }
+    // The 16 rows' scales: scalar loads (a gather here costs more than the rest of the block).
+    alignas(32) uint16_t dh[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rt.rp[r] + bo, 2);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      const Q40Block& a = at[t][b];
+      __m512i s = _mm512_set1_epi32(a.neg_corr);
+#pragma GCC unroll 16
+      for (int k = 0; k < 8; ++k) s = _mm512_dpbusd_epi32(s, wv[k], _mm512_set1_epi32(load_i32(a.q + 4 * k)));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, acc[t]);
+}
+
+template <int... I>
+constexpr auto q40_tiles(std::integer_sequence<int, I...>) {
+  return std::array<void (*)(const RowTile&, const TilePrefetch&, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{q40_tile<I + 1>...};
+}
+
+void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy, QOrder) {
+  static constexpr auto tiles = q40_tiles(std::make_integer_sequence<int, kMaxTok>{});
+  const int64_t nb = w.cols / 32;
+  const auto* packed = reinterpret_cast<const Q40Block*>(act);
+  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
+    const int tt = std::min(kMaxTok, n_tok - t0);
+    const Q40Block* at[kMaxTok];
+    for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
+    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](RowTile(w, r, r1), TilePrefetch(w, r + 16, 16, nb), at, nb, y + t0 * ldy + r, ldy);
+  }
+}
+
+// ---- Q4_K ----
+
+/// One 16-row tile of Q4_K against TT tokens (ActQ8K rows); kGemm: one fma pair per 64
+/// values, else per super-block.
+template <bool kGemm, int TT>
+void q4k_tile(const RowTile& rt, const TilePrefetch& pf, const ActQ8K* const* at, int64_t nsb, float* y, int64_t ldy) {
+  alignas(64) float acc[TT][16] = {}, accm[TT][16] = {};
+  alignas(64) int32_t isum[TT][16], imin[TT][16];
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
+  for (int64_t i = 0; i < nsb; ++i) {
+    pf.part(i);
+    const int64_t bo = i * static_cast<int64_t>(sizeof(BlockQ4_K));
+    // Header of 16 rows: dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11].
+    __m512i hd[4];
+    transpose16x16(rt.rp, bo, hd);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
+    // get_scale_min_k4 on 16 rows (ggml's kmask form): bytes j of sc03/sc47 = scale j / j+4.
+    const __m512i sc03 = _mm512_and_si512(hd[1], km1), mn03 = _mm512_and_si512(hd[2], km1);
+    const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
+    const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+        for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
+      const __m512i scs = c < 2 ? sc03 : sc47, mns = c < 2 ? mn03 : mn47;
+      const int sh = 16 * (c % 2);
+      const __m512i sc_lo = _mm512_and_si512(_mm512_srli_epi32(scs, sh), ff);
+      const __m512i sc_hi = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8), ff);
+      // m_2c | m_2c+1 << 16 (an int16 pair for VPDPWSSD)
+      const __m512i mn_pair = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
+      // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
+      // sub-block = elements 4m .. 4m+3.
+      __m512i wl[8], wh[8];
+#pragma GCC unroll 16
+      for (int h = 0; h < 2; ++h) {
+        __m512i raw[4];
+        transpose16x16(rt.rp, bo + offsetof(BlockQ4_K, qs) + 32 * c + 16 * h, raw);
+#pragma GCC unroll 16
+        for (int k = 0; k < 4; ++k) {
+          wl[4 * h + k] = _mm512_and_si512(raw[k], m4);
+          wh[4 * h + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const ActQ8K& a = at[t][i];
+        __m512i sl = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int m = 0; m < 8; ++m) {
+          sl = _mm512_dpbusd_epi32(sl, wl[m], _mm512_set1_epi32(load_i32(a.qs + 64 * c + 4 * m)));
+          shi = _mm512_dpbusd_epi32(shi, wh[m], _mm512_set1_epi32(load_i32(a.qs + 64 * c + 32 + 4 * m)));
+        }
+        const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
+        const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair, _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+        if constexpr (kGemm) {
+          const __m512 da = _mm512_set1_ps(a.d);
+          _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
+          _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
+        } else if (c == 0) {
+          _mm512_store_si512(isum[t], is);
+          _mm512_store_si512(imin[t], im);
+        } else {
+          _mm512_store_si512(isum[t], _mm512_add_epi32(_mm512_load_si512(isum[t]), is));
+          _mm512_store_si512(imin[t], _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
+        }
+      }
+    }
+    if constexpr (!kGemm)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 da = _mm512_set1_ps(at[t][i].d);
+        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
+        _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
+      }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
+}
+
+template <bool kGemm, int... I>
+constexpr auto q4k_tiles(std::integer_sequence<int, I...>) {
+  return std::array<void (*)(const RowTile&, const TilePrefetch&, const ActQ8K* const*, int64_t, float*, int64_t), sizeof...(I)>{q4k_tile<kGemm, I + 1>...};
+}
+
+template <bool kGemm>
+void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy,
+              QOrder) {
+  static constexpr auto tiles = q4k_tiles<kGemm>(std::make_integer_sequence<int, kMaxTok>{});
+  const int64_t nsb = w.cols / QK_K;
+  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
+    const int tt = std::min(kMaxTok, n_tok - t0);
+    const ActQ8K* at[kMaxTok];
+    for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);
+    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](RowTile(w, r, r1), TilePrefetch(w, r + 16, 16, nsb), at, nsb, y + t0 * ldy + r, ldy);
+  }
+}
+
+}  // namespace
+
+QKernel q4_0_row_kernel() {
+  QKernel k;
+  k.gemm = q40_gemm;
+  k.pack = q40_pack;
+  k.pack_bytes = q40_pack_bytes;
+  return k;
+}
+
+QKernel q4_K_row_kernel(QOrder order) {
+  QKernel k;
+  k.gemm = order == QOrder::kRepackGemm ? q4k_gemm<true> : q4k_gemm<false>;
+  return k;
+}
+
+}  // namespace pdserve::kernels::avx512

@@ -1,0 +1,160 @@
+// The SIMD quantised matmul paths against the scalar path, bit for bit, at the edges of
+// their tiles: row counts that are not multiples of the row tiles (4, 8, 16) or the
+// row chunks (16, 64), token counts around the token tiles (pairs, 3 pairs, 4 pairs, 16
+// tokens), an odd number of 32-blocks per row (a padded activation pair), runs of
+// tokens with different reduction orders, several thread counts, and weights made of
+// random bytes (every quant value and scale, Q8_0's −128 and Q6_K's negative scales)
+// against activations that all quantise to ±127.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/matmul.h"
+#include "kernels/quants.h"
+
+namespace pdserve {
+namespace {
+
+using gguf::GgmlType;
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const kernels::Isa kIsas[] = {kernels::Isa::kAvx2, kernels::Isa::kAvx512Vnni};
+
+bool is_k(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+
+/// Offsets of the f16 scale fields in a block (set to finite values in raw-byte weights).
+std::vector<int> f16_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q6_K: return {208};
+    default: return {0};
+  }
+}
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  kernels::WeightView view;
+};
+
+/// rows × cols of type t: quantised from random floats, or random bytes with finite scales.
+Weights make_weights(GgmlType t, int64_t rows, int64_t cols, bool raw, std::mt19937& rng) {
+  Weights w;
+  const int64_t rb = gguf::row_bytes(t, cols);
+  w.bytes.resize(rb * rows);
+  if (raw) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+    for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+    const int64_t block = gguf::row_bytes(t, is_k(t) ? 256 : 32);
+    for (int64_t off = 0; off < static_cast<int64_t>(w.bytes.size()); off += block)
+      for (int f : f16_fields(t)) {
+        const uint16_t h = fp32_to_fp16(scale(rng));
+        std::memcpy(&w.bytes[off + f], &h, 2);
+      }
+  } else {
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> f(rows * cols);
+    for (float& v : f) v = g(rng);
+    kernels::quantize(t, f.data(), w.bytes.data(), rows * cols);
+  }
+  w.view = {w.bytes.data(), t, rows, cols, rb};
+  return w;
+}
+
+/// Activations: normal values, or ±1 (every value quantises to ±127).
+std::vector<float> make_x(int n, int64_t cols, bool saturated, std::mt19937& rng) {
+  std::vector<float> x(n * cols);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::bernoulli_distribution coin(0.5);
+  for (float& v : x) v = saturated ? (coin(rng) ? 1.f : -1.f) : g(rng);
+  return x;
+}
+
+/// Flags: all 0 (decode), all 1 (prompt GEMM), or mixed runs of 0 / 1 / 2.
+std::vector<uint8_t> make_flags(int n, int pattern) {
+  std::vector<uint8_t> f(n);
+  for (int k = 0; k < n; ++k) f[k] = pattern == 0 ? 0 : pattern == 1 ? 1 : static_cast<uint8_t>((k / 3 + k % 2) % 3);
+  return f;
+}
+
+/// Every available SIMD path gives the scalar path's bits.
+void expect_simd_same_as_scalar(const Weights& w, const std::vector<float>& x, int n, const std::vector<uint8_t>& flags,
+                                const std::string& what) {
+  std::vector<float> ys(n * w.view.rows);
+  kernels::matmul(w.view, x.data(), n, ys.data(), flags.data(), kernels::Isa::kScalar);
+  for (kernels::Isa isa : kIsas) {
+    if (!kernels::isa_available(isa)) continue;
+    std::vector<float> yi(n * w.view.rows, -1.f);
+    kernels::matmul(w.view, x.data(), n, yi.data(), flags.data(), isa);
+    int bad = 0;
+    for (size_t i = 0; i < ys.size() && bad < 3; ++i)
+      if (std::memcmp(&ys[i], &yi[i], 4) != 0) {
+        ADD_FAILURE() << kernels::isa_name(isa) << " " << what << ": token " << i / w.view.rows << " row " << i % w.view.rows
+                      << " scalar " << ys[i] << " simd " << yi[i];
+        ++bad;
+      }
+  }
+}
+
+TEST(KernelsQgemmTiles, EverySimdPathEqualsScalarAtTileEdges) {
+  std::mt19937 rng(17);
+  for (GgmlType t : kTypes) {
+    const std::vector<int64_t> cols_list = is_k(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{800, 512};
+    for (int64_t cols : cols_list)
+      for (int64_t rows : {1, 17, 40, 130}) {
+        const Weights w = make_weights(t, rows, cols, rows == 40, rng);
+        for (int n : {1, 2, 3, 16, 17, 33})
+          for (int pattern : {1, 2}) {
+            if (n == 1 && pattern == 2) continue;
+            const std::vector<float> x = make_x(n, cols, n == 17, rng);
+            expect_simd_same_as_scalar(w, x, n, make_flags(n, n == 1 ? 0 : pattern),
+                                       gguf::type_name(t) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
+                                           std::to_string(n) + " flags " + std::to_string(pattern));
+          }
+      }
+  }
+}
+
+// Raw random weight bytes against saturated activations, every token count of a tile.
+TEST(KernelsQgemmTiles, ExtremeValuesEqualScalar) {
+  std::mt19937 rng(23);
+  for (GgmlType t : kTypes) {
+    const int64_t cols = is_k(t) ? 512 : 224, rows = 48;
+    const Weights w = make_weights(t, rows, cols, true, rng);
+    for (int n = 1; n <= 18; ++n) {
+      const std::vector<float> x = make_x(n, cols, true, rng);
+      expect_simd_same_as_scalar(w, x, n, make_flags(n, 2), gguf::type_name(t) + " tokens " + std::to_string(n));
+    }
+  }
+}
+
+// Results do not depend on how many threads split the rows and tokens.
+TEST(KernelsQgemmTiles, ThreadCountDoesNotChangeResults) {
+  std::mt19937 rng(29);
+  const int saved = omp_get_max_threads();
+  for (GgmlType t : kTypes) {
+    const Weights w = make_weights(t, 272, 512, false, rng);
+    for (int n : {1, 9, 35}) {
+      const std::vector<float> x = make_x(n, 512, false, rng);
+      const std::vector<uint8_t> flags = make_flags(n, 2);
+      std::vector<float> ref(n * 272), y(n * 272);
+      omp_set_num_threads(1);
+      kernels::matmul(w.view, x.data(), n, ref.data(), flags.data());
+      for (int threads : {2, 3}) {
+        omp_set_num_threads(threads);
+        kernels::matmul(w.view, x.data(), n, y.data(), flags.data());
+        EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), ref.size() * 4)) << gguf::type_name(t) << " tokens " << n << " threads " << threads;
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace pdserve
