@@ -23,6 +23,14 @@ inline std::string read_file(const std::string& path) {
 }
 
 /// The tokenizer of a GGUF file (test failure and nullptr on error).
+/// Lower-case hex of `bytes` (the reference files' token_bytes_hex / text_bytes_hex).
+inline std::string hex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) out += {d[c >> 4], d[c & 15]};
+  return out;
+}
+
 inline std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const std::string& path) {
   auto f = gguf::GgufFile::open(path);
   EXPECT_TRUE(f.ok()) << f.error();

@@ -25,19 +25,13 @@ namespace pdserve::tokenizer {
 namespace {
 
 using testing::load_tokenizer;
+using testing::hex;
 using testing::read_file;
 
 void check_vectors(const std::string& name) { testing::check_vocab_vectors(name, /*check_decode=*/true); }
 
 TEST(TokenizerBpe, Gpt2Vectors) { check_vectors("gpt-2"); }
 TEST(TokenizerBpe, DeepseekLlmVectors) { check_vectors("deepseek-llm"); }
-
-std::string hex(const std::string& bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) out += {d[c >> 4], d[c & 15]};
-  return out;
-}
 
 TEST(TokenizerBpe, SynthQwen2Reference) {
   auto tok = load_tokenizer("../shared/models/synth-qwen2-small-q8_0.gguf");

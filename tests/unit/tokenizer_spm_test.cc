@@ -16,19 +16,13 @@ namespace pdserve::tokenizer {
 namespace {
 
 using testing::load_tokenizer;
+using testing::hex;
 using testing::read_file;
 
 void check_vectors(const std::string& name) { testing::check_vocab_vectors(name, /*check_decode=*/false); }
 
 TEST(TokenizerSpm, LlamaSpmVectors) { check_vectors("llama-spm"); }
 TEST(TokenizerSpm, Phi3Vectors) { check_vectors("phi-3"); }
-
-std::string hex(const std::string& bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) out += {d[c >> 4], d[c & 15]};
-  return out;
-}
 
 TEST(TokenizerSpm, Stories260kReference) {
   auto tok = load_tokenizer("../shared/models/stories260K.gguf");
