@@ -16,51 +16,16 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "kv/block_pool.h"
-#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "support/reference.h"
+#include "support/sequence_runner.h"
 
 namespace pdserve {
 namespace {
 
-struct Runner {
-  std::unique_ptr<model::Model> m;
-  std::unique_ptr<kv::KvCache> cache;
-  kv::BlockPool pool{128};
-  kv::BlockTable table;
-  int block_size = 16;
-
-  explicit Runner(model::Model* shared) {
-    kv::KvCacheShape s;
-    s.n_layers = shared->config().n_layer;
-    s.n_kv_heads = shared->config().n_head_kv;
-    s.head_dim = shared->config().head_dim;
-    s.block_size = block_size;
-    s.num_blocks = 128;
-    s.dtype = kernels::KvDtype::F16;  // as the reference ran
-    cache = std::make_unique<kv::KvCache>(s);
-  }
-
-  std::vector<float> feed(const model::Model& m, const std::vector<int32_t>& toks, int pos, int prompt_len) {
-    model::Batch b;
-    const int need = (pos + static_cast<int>(toks.size()) + block_size - 1) / block_size;
-    if (need > static_cast<int>(table.blocks.size())) pool.allocate(need - table.blocks.size(), table.blocks);
-    b.block_tables.push_back(table.blocks.data());
-    for (size_t i = 0; i < toks.size(); ++i) {
-      b.tokens.push_back(toks[i]);
-      b.positions.push_back(pos + i);
-      b.slot_mapping.push_back(table.slot(pos + i, block_size));
-      b.seq_ids.push_back(0);
-      b.gemm_order.push_back(kernels::gemm_order_flag(pos + static_cast<int>(i), prompt_len));
-    }
-    b.logits_rows.push_back(static_cast<int>(toks.size()) - 1);
-    std::vector<float> logits(m.config().n_vocab);
-    m.forward(b, cache->layers(), logits.data());
-    return logits;
-  }
-};
+/// One sequence over `m` with an f16 cache, as the reference ran.
+testing::SequenceRunner make_runner(const model::Model& m) { return testing::SequenceRunner(m, kernels::KvDtype::F16, 16, 128); }
 
 int32_t argmax(const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
 
@@ -77,8 +42,8 @@ void check_model(const std::string& model_path, const std::string& ref_path, dou
     // Teacher forcing.
     double max_err = 0.0;
     {
-      Runner r(loaded.value().get());
-      std::vector<float> logits = r.feed(m, c.prompt_tokens, 0, prompt_len);
+      testing::SequenceRunner r = make_runner(m);
+      std::vector<float> logits = r.feed(c.prompt_tokens, 0, prompt_len);
       int pos = prompt_len;
       for (size_t step = 0; step < c.top_logprobs.size(); ++step) {
         kernels::log_softmax(logits.data(), lp.data(), n_vocab);
@@ -95,7 +60,7 @@ void check_model(const std::string& model_path, const std::string& ref_path, dou
         if (step >= c.tokens.size()) break;
         if (ref.size() < 2 || ref[0].second - ref[1].second > 0.05)
           EXPECT_EQ(argmax(logits), c.tokens[step]) << model_path << " prompt '" << c.prompt << "' step " << step;
-        logits = r.feed(m, {c.tokens[step]}, pos++, prompt_len);
+        logits = r.feed({c.tokens[step]}, pos++, prompt_len);
       }
     }
     // Free-running greedy up to the first near-tie of the reference.
@@ -106,13 +71,13 @@ void check_model(const std::string& model_path, const std::string& ref_path, dou
       ++n_check;
     }
     {
-      Runner r(loaded.value().get());
-      std::vector<float> logits = r.feed(m, c.prompt_tokens, 0, prompt_len);
+      testing::SequenceRunner r = make_runner(m);
+      std::vector<float> logits = r.feed(c.prompt_tokens, 0, prompt_len);
       int pos = prompt_len;
       for (size_t step = 0; step < n_check; ++step) {
         const int32_t tok = argmax(logits);
         ASSERT_EQ(tok, c.tokens[step]) << model_path << " free-running, prompt '" << c.prompt << "' step " << step;
-        logits = r.feed(m, {tok}, pos++, prompt_len);
+        logits = r.feed({tok}, pos++, prompt_len);
       }
     }
     std::printf("[ %s ] '%s': max |logprob err| %.4f, greedy equal for %zu/%zu steps\n",

@@ -10,57 +10,26 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "kv/block_pool.h"
-#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "support/reference.h"
+#include "support/sequence_runner.h"
 
 namespace pdserve {
 namespace {
 
+/// The model and one sequence over it (small blocks: every case crosses many block
+/// boundaries).
 struct Runner {
   std::unique_ptr<model::Model> m;
-  std::unique_ptr<kv::KvCache> cache;
-  kv::BlockPool pool{64};
-  kv::BlockTable table;
-  int block_size = 4;  // small blocks: every case crosses many block boundaries
+  std::unique_ptr<testing::SequenceRunner> seq;
 
-  explicit Runner(const std::string& path, kernels::KvDtype dtype) {
+  Runner(const std::string& path, kernels::KvDtype dtype) {
     auto r = model::Model::load(path);
     EXPECT_TRUE(r.ok()) << r.error();
     m = std::move(r.value());
-    kv::KvCacheShape s;
-    s.n_layers = m->config().n_layer;
-    s.n_kv_heads = m->config().n_head_kv;
-    s.head_dim = m->config().head_dim;
-    s.block_size = block_size;
-    s.num_blocks = 64;
-    s.dtype = dtype;
-    cache = std::make_unique<kv::KvCache>(s);
+    seq = std::make_unique<testing::SequenceRunner>(*m, dtype, /*block_size=*/4, /*num_blocks=*/64);
   }
-
-  /// Feeds tokens at positions [pos, pos+n), returns the logits of the last one.
-  /// `prompt_len`: length of the sequence's prompt; tokens at positions < prompt_len of a
-  /// prompt of >= 2 tokens are prompt tokens and take the batched-prompt matmul order
-  /// (model::Batch::gemm_order), exactly as the engine flags them — whether the prompt
-  /// is fed whole or token by token.
-  std::vector<float> feed(const std::vector<int32_t>& toks, int pos, int prompt_len) {
-    model::Batch b;
-    const int need = (pos + static_cast<int>(toks.size()) + block_size - 1) / block_size;
-    if (need > static_cast<int>(table.blocks.size())) pool.allocate(need - table.blocks.size(), table.blocks);
-    b.block_tables.push_back(table.blocks.data());
-    for (size_t i = 0; i < toks.size(); ++i) {
-      b.tokens.push_back(toks[i]);
-      b.positions.push_back(pos + i);
-      b.slot_mapping.push_back(table.slot(pos + i, block_size));
-      b.seq_ids.push_back(0);
-      b.gemm_order.push_back(kernels::gemm_order_flag(pos + static_cast<int>(i), prompt_len));
-    }
-    b.logits_rows.push_back(static_cast<int>(toks.size()) - 1);
-    std::vector<float> logits(m->config().n_vocab);
-    m->forward(b, cache->layers(), logits.data());
-    return logits;
-  }
+  std::vector<float> feed(const std::vector<int32_t>& toks, int pos, int prompt_len) { return seq->feed(toks, pos, prompt_len); }
 };
 
 /// How closely a run must follow the reference.
