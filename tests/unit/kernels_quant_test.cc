@@ -3,6 +3,8 @@
 // every SIMD path the CPU has reproduces the scalar path bit for bit (GEMV and GEMM).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +138,37 @@ TEST(KernelsQuant, MatmulTokenAloneEqualsTokenInBatchAndScalarDot) {
         ASSERT_EQ(y1[r], y[k * rows + r]) << "token " << k << " row " << r;
         ASSERT_EQ(y1[r], kernels::vec_dot_scalar(t, wq.data() + r * w.row_bytes, act.data(), cols)) << "token " << k << " row " << r;
       }
+    }
+  }
+}
+
+// The activation quantiser of the K-quants (AVX-512 when built for it) gives the scalar
+// reference's values on random rows and on the edge cases of ggml's rule: the max's sign
+// taken from the first value reaching |max| (also when its negation appears first or
+// later), exact .5 ties (q = 45.5 etc.), the +127 clamp, an all-zero block.
+TEST(KernelsQuant, Q8KActivationsEqualTheScalarPath) {
+  std::mt19937 rng(13);
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 200; ++r) rows.push_back(randn(1024, rng, r % 2 ? 1.f : 1e-3f));
+  std::vector<float> edge(1024, 0.f);  // block 0 all zero
+  for (int i = 256; i < 1024; ++i) edge[i] = static_cast<float>((i * 37) % 255 - 127) / 2.f;  // k/2: exact ties
+  edge[300] = -200.f;  // block 1: negative max first ...
+  edge[400] = 200.f;   // ... its negation later
+  edge[520] = 300.f;   // block 2: positive max first ...
+  edge[530] = -300.f;  // ... its negation later
+  rows.push_back(edge);
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    AlignedBytes got(kernels::act_row_bytes(GgmlType::Q4_K, n)), want(kernels::act_row_bytes(GgmlType::Q4_K, n));
+    kernels::quantize_act_q8_k(x.data(), got.data(), n);
+    kernels::quantize_act_q8_k_scalar(x.data(), want.data(), n);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const auto& g = reinterpret_cast<const kernels::ActQ8K*>(got.data())[b];
+      const auto& w = reinterpret_cast<const kernels::ActQ8K*>(want.data())[b];
+      ASSERT_EQ(std::memcmp(g.qs, w.qs, sizeof(g.qs)), 0) << "block " << b;
+      ASSERT_EQ(std::memcmp(g.bsums, w.bsums, sizeof(g.bsums)), 0) << "block " << b;
+      ASSERT_EQ(std::memcmp(g.bsum32, w.bsum32, sizeof(g.bsum32)), 0) << "block " << b;
+      ASSERT_EQ(g.d, w.d) << "block " << b;
     }
   }
 }
