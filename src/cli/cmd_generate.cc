@@ -36,19 +36,22 @@ int run_generate(const GenerateArgs& a) {
   p.top_k = a.top_k;
   p.seed = a.seed;
   p.max_tokens = a.n;
+  const double t0 = now_seconds();
   auto stream = e.submit(prompt, p);
   if (!stream.ok()) {
     std::fprintf(stderr, "error: %s\n", stream.error().c_str());
     return 1;
   }
-  const double t0 = now_seconds();
   double t_first = 0;
-  int n_tokens = 0;
+  int n_tokens = 0, n_first = 0;  // n_first: tokens in the first delta read
   std::vector<int32_t> ids;
   engine::StreamDelta d;
   while (true) {
     if (!stream.value()->next(d, std::chrono::milliseconds(1000))) continue;
-    if (!d.tokens.empty() && n_tokens == 0) t_first = now_seconds();
+    if (!d.tokens.empty() && n_tokens == 0) {
+      t_first = now_seconds();
+      n_first = static_cast<int>(d.tokens.size());
+    }
     n_tokens += static_cast<int>(d.tokens.size());
     ids.insert(ids.end(), d.tokens.begin(), d.tokens.end());
     if (!a.ids) {
@@ -62,10 +65,14 @@ int run_generate(const GenerateArgs& a) {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
   }
   std::printf("\n");
-  const double decode_s = t1 - t_first;
+  std::fflush(stdout);
+  // Decode rate over the tokens that arrived after the first delta; when the engine had
+  // already generated everything by the first read (a tiny model), over the whole request.
+  const double rate = n_tokens > n_first && t1 > t_first ? (n_tokens - n_first) / (t1 - t_first)
+                      : t1 > t0                          ? n_tokens / (t1 - t0)
+                                                         : 0.0;
   std::fprintf(stderr, "[%d prompt tokens, %d generated; first token %.1f ms; %.1f tokens/s decode; finish %s]\n",
-               static_cast<int>(prompt.size()), n_tokens, (t_first - t0) * 1e3,
-               n_tokens > 1 && decode_s > 0 ? (n_tokens - 1) / decode_s : 0.0, engine::finish_reason_name(d.finish));
+               static_cast<int>(prompt.size()), n_tokens, (t_first - t0) * 1e3, rate, engine::finish_reason_name(d.finish));
   return 0;
 }
 

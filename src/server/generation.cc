@@ -75,6 +75,9 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
                                               const std::vector<std::vector<int32_t>>& prompts) {
   slots_.clear();
   slots_.reserve(prompts.size() * static_cast<size_t>(req.n));
+  // An engine that cannot serve now (a router without a healthy decode worker): 503, which
+  // clients retry, not a 400 for a request that is fine.
+  if (const std::string why = engine.not_ready_reason(); !why.empty()) return unavailable("Service unavailable: " + why + ".");
   engine::RequestOptions opts;
   opts.n = req.n;
   opts.priority = req.priority;
@@ -85,6 +88,8 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
     auto r = engine.submit_group(prompt, req.params, opts);
     if (!r.ok()) {
       abort_all();
+      // Refused while the engine went unavailable (e.g. every decode worker died): 503.
+      if (!engine.not_ready_reason().empty()) return unavailable(r.error());
       return bad_request(r.error(), std::string(req.prompt_param()));
     }
     for (int k = 0; k < req.n; ++k) {

@@ -40,14 +40,14 @@ PieceFn GenerationHandler::piece_fn() const {
   return [tok](int32_t id) { return tok->token_to_piece(id); };
 }
 
-void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
+void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, const std::string& body,
                                httplib::Response& res) const {
   if (stopping_ && stopping_->load()) {
     send_error(res, unavailable("The server is shutting down."));
     return;
   }
-  ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(req.body)
-                                                                : parse_completion_request(req.body);
+  ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(body)
+                                                                : parse_completion_request(body);
   if (!parsed.ok()) {
     send_error(res, *parsed.error);
     return;

@@ -20,7 +20,9 @@ class GenerationHandler {
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
                     const std::atomic<bool>* stopping);
 
-  void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) const;
+  /// Serves one request whose JSON body is `body` (read by the caller, whatever the
+  /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).
+  void handle(Endpoint endpoint, const httplib::Request& req, const std::string& body, httplib::Response& res) const;
 
  private:
   struct FullResult;

@@ -181,12 +181,20 @@ void HttpServer::Impl::setup_routes() {
     }
     send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
   });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generation.handle(Endpoint::Completions, req, res);
-  });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generation.handle(Endpoint::ChatCompletions, req, res);
-  });
+  // The body is read through a content reader so that cpp-httplib neither parses nor
+  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
+  const auto post = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      read([&](const char* data, size_t n) {
+        body.append(data, n);
+        return true;
+      });
+      generation.handle(endpoint, req, body, res);
+    };
+  };
+  svr.Post("/v1/completions", post(Endpoint::Completions));
+  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
   // CORS preflight for browser clients.
   svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;

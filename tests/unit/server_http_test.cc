@@ -156,6 +156,13 @@ TEST(ServerHttp, HealthAndModels) {
   EXPECT_EQ(down->status, 503);
   EXPECT_EQ(json::parse(down->body)["status"], "unavailable");
   EXPECT_EQ(json::parse(down->body)["reason"], "no healthy decode worker");
+  // ... and a generation request gets a 503 server error (clients retry those), not a 400.
+  auto refused = c.Post("/v1/completions", R"({"prompt":"abc","max_tokens":2})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(json::parse(refused->body)["error"]["type"], "server_error");
+  EXPECT_NE(json::parse(refused->body)["error"]["message"].get<std::string>().find("no healthy decode worker"), std::string::npos);
+  EXPECT_EQ(s.engine.submissions().size(), 0u);
   s.engine.set_not_ready("");
   auto up = c.Get("/health");
   ASSERT_TRUE(up);
@@ -209,6 +216,20 @@ TEST(ServerHttp, CompletionJson) {
   EXPECT_EQ(subs[0].prompt.size(), 12u);
   EXPECT_EQ(subs[0].params.max_tokens, 5);
   EXPECT_EQ(subs[0].params.top_logprobs, -1);
+}
+
+// `curl -d '{...}'` without -H labels JSON as form data: the body is still read as JSON,
+// whatever its size (cpp-httplib would otherwise cap form bodies at 8 KiB with a 413).
+TEST(ServerHttp, JsonBodySentAsFormDataOfAnySize) {
+  FakeEngineOptions opts;
+  opts.context_length = 1 << 16;
+  TestServer s(opts);
+  const std::string prompt(20000, 'a');
+  auto c = s.client();
+  auto res = c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}}.dump(), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["usage"]["prompt_tokens"], 20001);
 }
 
 TEST(ServerHttp, CompletionDefaultsStopAndEos) {
