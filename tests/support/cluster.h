@@ -243,19 +243,7 @@ class Cluster {
     return false;
   }
 
-  bool wait_healthy(Node& n) {
-    const auto deadline = std::chrono::steady_clock::now() + opts_.startup_timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (!n.proc.running()) return false;
-      httplib::Client c("127.0.0.1", n.http_port());
-      c.set_connection_timeout(1, 0);
-      c.set_read_timeout(2, 0);
-      auto res = c.Get("/health");
-      if (res && res->status == 200) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
+  bool wait_healthy(Node& n) { return wait_http_healthy(n.proc, n.http_port(), opts_.startup_timeout); }
 
   ClusterOptions opts_;
   std::vector<std::unique_ptr<Node>> nodes_;

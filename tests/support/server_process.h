@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -27,6 +28,22 @@
 namespace pdserve::testing {
 
 inline constexpr const char* kStoriesModel = "../shared/models/stories260K.gguf";
+
+/// Polls GET http://127.0.0.1:`port`/health until it answers 200 (true), `proc` exits or
+/// `timeout` passes (false).
+inline bool wait_http_healthy(ChildProcess& proc, int port, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!proc.running()) return false;
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(2, 0);
+    auto res = c.Get("/health");
+    if (res && res->status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
 
 class ServerProcess {
  public:
@@ -127,19 +144,7 @@ class ServerProcess {
     return false;
   }
 
-  bool wait_healthy() {
-    const auto deadline = std::chrono::steady_clock::now() + opts_.startup_timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (!running()) return false;
-      httplib::Client c("127.0.0.1", port_);
-      c.set_connection_timeout(1, 0);
-      c.set_read_timeout(2, 0);
-      auto res = c.Get("/health");
-      if (res && res->status == 200) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
+  bool wait_healthy() { return wait_http_healthy(proc_, port_, opts_.startup_timeout); }
 
   Options opts_;
   std::string log_path_;
