@@ -5,8 +5,9 @@
 //
 // A 512-bit register holds one 32-value chunk of a row twice (unsigned q) and the same
 // chunk of two tokens (signed); VPMADDUBSW (pairs, exact here) then VPDPWSSD with the
-// chunk's scale accumulate both tokens' lanes k directly (Q6_K: 32·(a + a') is subtracted
-// from each pair first, for q − 32). Tiles of 4 rows × up to 4 token pairs.
+// chunk's scale accumulate both tokens' lanes k directly (Q6_K: unsigned q, then lane k
+// minus 32·(sc_2k·bsum_2k + sc_2k+1·bsum_2k+1) for q − 32). Tiles of 4 rows × up to 4
+// token pairs.
 #include <algorithm>
 
 #include "kernels/qgemm_avx512.h"
@@ -25,13 +26,13 @@ struct alignas(64) PairSuper {
   int16_t bs[16];   // bsum32 of t | of t+1
 };
 static_assert(sizeof(PairSuper) == 640);
-/// Q6_K only, after each PairSuper: 32·(a_2l + a_2l+1) per chunk, t's 16 pairs | t+1's.
-struct alignas(64) PairQ32 {
-  int16_t q32[8][32];
+/// Q6_K only, after each PairSuper: the 16-value sums of t | of t+1.
+struct alignas(64) PairBs16 {
+  int16_t bs16[32];
 };
 
 int64_t record_bytes(GgmlType t) {
-  return static_cast<int64_t>(sizeof(PairSuper)) + (t == GgmlType::Q6_K ? static_cast<int64_t>(sizeof(PairQ32)) : 0);
+  return static_cast<int64_t>(sizeof(PairSuper)) + (t == GgmlType::Q6_K ? static_cast<int64_t>(sizeof(PairBs16)) : 0);
 }
 
 int64_t pack_bytes(const WeightView& w, QOrder, int n_tok) {
@@ -42,7 +43,6 @@ void pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, i
           uint8_t* packed) {
   const int64_t nsb = w.cols / QK_K, rec = record_bytes(w.type);
   const bool q6 = w.type == GgmlType::Q6_K;
-  const __m256i k32 = _mm256_set1_epi8(32);
   for (int t = t_begin; t < t_end; ++t) {
     const auto* src = reinterpret_cast<const ActQ8K*>(act + t * act_stride);
     const int h = t % 2;
@@ -55,13 +55,9 @@ void pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, i
       _mm256_store_ps(o.d + 8 * h, _mm256_set1_ps(a.d));
       _mm_store_ps(o.nd + 4 * h, _mm_set1_ps(-a.d));
       _mm_store_si128(reinterpret_cast<__m128i*>(o.bs + 8 * h), _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsum32)));
-      if (q6) {
-        auto& o6 = *reinterpret_cast<PairQ32*>(&o + 1);
-#pragma GCC unroll 16
-        for (int c = 0; c < 8; ++c)
-          _mm256_store_si256(reinterpret_cast<__m256i*>(o6.q32[c] + 16 * h),
-                             _mm256_maddubs_epi16(k32, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * c))));
-      }
+      if (q6)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(reinterpret_cast<PairBs16*>(&o + 1)->bs16 + 16 * h),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
     }
   }
   if (t_end == n_tok && n_tok % 2 == 1)  // the missing partner of the last token: zeros
@@ -73,9 +69,7 @@ void pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, i
       std::memset(ps.d + 8, 0, 32);
       std::memset(ps.nd + 4, 0, 16);
       std::memset(ps.bs + 8, 0, 16);
-      if (q6)
-#pragma GCC unroll 16
-        for (int c = 0; c < 8; ++c) std::memset(reinterpret_cast<PairQ32*>(&ps + 1)->q32[c] + 16, 0, 32);
+      if (q6) std::memset(reinterpret_cast<PairBs16*>(&ps + 1)->bs16 + 16, 0, 32);
     }
 }
 
@@ -165,7 +159,7 @@ constexpr int64_t kBlockBytes = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : T == G
 /// res[(r * P + p) * 2 + h] = dot of row rp[r] with token h of pair ap[p].
 template <GgmlType T, int R, int P>
 void tile(const uint8_t* const* rp, const TilePrefetch& pf, const uint8_t* const* ap, int64_t nsb, float* res) {
-  constexpr int64_t rec = T == GgmlType::Q6_K ? sizeof(PairSuper) + sizeof(PairQ32) : sizeof(PairSuper);
+  constexpr int64_t rec = T == GgmlType::Q6_K ? sizeof(PairSuper) + sizeof(PairBs16) : sizeof(PairSuper);
   alignas(64) float acc[R][P][16] = {};
   alignas(32) float accm[R][P][8] = {};
   for (int64_t i = 0; i < nsb; ++i) {
@@ -192,16 +186,18 @@ void tile(const uint8_t* const* rp, const TilePrefetch& pf, const uint8_t* const
       for (int p = 0; p < P; ++p) {
         const uint8_t* a = ap[p] + i * rec;
         const __m512i av = _mm512_load_si512(reinterpret_cast<const PairSuper*>(a)->q[c]);
-        __m512i q32 = _mm512_setzero_si512();
-        if constexpr (T == GgmlType::Q6_K) q32 = _mm512_load_si512(reinterpret_cast<const PairQ32*>(a + sizeof(PairSuper))->q32[c]);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          __m512i pr = _mm512_maddubs_epi16(wv[r], av);
-          if constexpr (T == GgmlType::Q6_K) pr = _mm512_sub_epi16(pr, q32);
-          lane[r][p] = _mm512_dpwssd_epi32(lane[r][p], pr, scv[r][c]);
-        }
+        for (int r = 0; r < R; ++r) lane[r][p] = _mm512_dpwssd_epi32(lane[r][p], _mm512_maddubs_epi16(wv[r], av), scv[r][c]);
       }
     }
+    if constexpr (T == GgmlType::Q6_K)  // q − 32: lane k −= 32·(sc_2k·bsum_2k + sc_2k+1·bsum_2k+1)
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const __m512i bs = _mm512_load_si512(reinterpret_cast<const PairBs16*>(ap[p] + i * rec + sizeof(PairSuper))->bs16);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          lane[r][p] = _mm512_sub_epi32(lane[r][p], _mm512_slli_epi32(_mm512_madd_epi16(_mm512_broadcast_i64x4(_mm512_castsi512_si256(sc[r].sc16)), bs), 5));
+      }
     for (int p = 0; p < P; ++p) {
       const auto& a = *reinterpret_cast<const PairSuper*>(ap[p] + i * rec);
       const __m512 da = _mm512_load_ps(a.d);
@@ -256,7 +252,7 @@ inline __m512i pair_scale(const SuperScales& a, const SuperScales& b, int c) {
 /// tile() for that row.
 template <GgmlType T, int Q>
 void tile_row_pairs(const uint8_t* const* rp, const TilePrefetch& pf, const uint8_t* a0, int64_t nsb, float* res) {
-  constexpr int64_t rec = T == GgmlType::Q6_K ? sizeof(PairSuper) + sizeof(PairQ32) : sizeof(PairSuper);
+  constexpr int64_t rec = T == GgmlType::Q6_K ? sizeof(PairSuper) + sizeof(PairBs16) : sizeof(PairSuper);
   alignas(64) float acc[Q][16] = {};
   alignas(32) float accm[Q][8] = {};
   for (int64_t i = 0; i < nsb; ++i) {
@@ -277,14 +273,18 @@ void tile_row_pairs(const uint8_t* const* rp, const TilePrefetch& pf, const uint
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       const __m512i av = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(ps.q[c])));
-      __m512i q32 = _mm512_setzero_si512();
-      if constexpr (T == GgmlType::Q6_K)
-        q32 = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const PairQ32*>(a + sizeof(PairSuper))->q32[c])));
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) {
-        __m512i pr = _mm512_maddubs_epi16(unpack_chunk<T>(rp[2 * q] + i * kBlockBytes<T>, rp[2 * q + 1] + i * kBlockBytes<T>, c), av);
-        if constexpr (T == GgmlType::Q6_K) pr = _mm512_sub_epi16(pr, q32);
+        const __m512i pr = _mm512_maddubs_epi16(unpack_chunk<T>(rp[2 * q] + i * kBlockBytes<T>, rp[2 * q + 1] + i * kBlockBytes<T>, c), av);
         lane[q] = _mm512_dpwssd_epi32(lane[q], pr, scv[q][c]);
+      }
+    }
+    if constexpr (T == GgmlType::Q6_K) {  // q − 32, as in tile()
+      const __m512i bs = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const PairBs16*>(a + sizeof(PairSuper))->bs16)));
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) {
+        const __m512i sc2 = _mm512_inserti64x4(sc[2 * q].sc16, _mm512_castsi512_si256(sc[2 * q + 1].sc16), 1);
+        lane[q] = _mm512_sub_epi32(lane[q], _mm512_slli_epi32(_mm512_madd_epi16(sc2, bs), 5));
       }
     }
     const __m512 da = _mm512_broadcast_f32x8(_mm256_load_ps(ps.d));

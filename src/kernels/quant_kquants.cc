@@ -462,9 +462,11 @@ float vec_dot_kquant_scalar(GgmlType t, const void* w, const void* act, int64_t 
     for (int c = 0; c < 8; ++c)
       for (int k = 0; k < 8; ++k) {
         int32_t s = 0;
-        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; ++e) s += (q6 ? int32_t{q[e]} - 32 : int32_t{q[e]}) * a[i].qs[e];
+        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; ++e) s += int32_t{q[e]} * a[i].qs[e];
         lane[k] += (q6 ? sc[e_sub16(32 * c + 4 * k)] : sc[c]) * s;
       }
+    if (q6)  // Q6_K's −32 offset, from the 16-value sums: lane k takes sub-blocks 2k and 2k+1
+      for (int k = 0; k < 8; ++k) lane[k] -= 32 * (sc[2 * k] * a[i].bsums[2 * k] + sc[2 * k + 1] * a[i].bsums[2 * k + 1]);
     const float dd = a[i].d * d;
     for (int k = 0; k < 8; ++k) acc[k] = std::fma(dd, static_cast<float>(lane[k]), acc[k]);
     if (!q6) {

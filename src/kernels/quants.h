@@ -46,7 +46,10 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 ///    activations, acc[g])); then hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 ///  * K-quants — ggml's AVX2 ggml_vec_dot_q{4,5,6}_K_q8_K order: per super-block 8 exact
 ///    int32 lanes, lane k = Σ over the 8 chunks c of 32 of scale · q · a over elements
-///    32c+4k .. 32c+4k+3 (Q6_K: q − 32); acc[k] = fma(d_a*d_w, lane_k, acc[k]); result
+///    32c+4k .. 32c+4k+3 (q unsigned; Q6_K's −32 offset is then taken per lane from the
+///    16-value sums, lane k −= 32·(sc_2k·bsum_2k + sc_2k+1·bsum_2k+1), as llama.cpp's
+///    x86 kernel of 2026 does — the lanes, and so the float rounding, differ from
+///    subtracting 32 per value); acc[k] = fma(d_a*d_w, lane_k, acc[k]); result
 ///    hsum_float_8(acc), plus for Q4_K the mins term in 4 lanes
 ///    (acc_m[m] = fma(-d_a*dmin_w, m_2m·bsum_2m + m_2m+1·bsum_2m+1, acc_m[m]), folded
 ///    (m0+m2)+(m1+m3)), for Q5_K a scalar summs = fma(-d_a*dmin_w, Σ m_j·bsum_j, summs).

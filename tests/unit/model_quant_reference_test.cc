@@ -106,17 +106,9 @@ TEST(ModelQuantReference, LlamaQ4_0) {
   check_model("../shared/models/synth-llama-small-q4_0.gguf", "../shared/reference/synth-llama-small-q4_0.json", 0.08);
 }
 
-// Q4_K_M does not meet 0.08 yet. 'Hello world' (3-token prompt: no GEMM token) and the
-// 22-token prompt match the reference exactly at every step; the other four match exactly
-// except at 1-8 isolated decode steps (worst 0.26), after which they are exact again.
-// Ruled out by switching each one (session 2): Q8_K rounding (ties, FMA contraction, the
-// x86 4-row quantiser), the Q4_K GEMV/GEMM orders of the 64-row K/V projections,
-// dequantisation contraction, libm expf. What is known: at a failing step, perturbing the
-// *current* token's cached K by one f16 ulp in almost any element of an early layer gives
-// the reference's numbers to 1e-5, while V and Q perturbations never do — our state is a
-// special point in the current key's score that llama.cpp's is not.
-// Run with --gtest_also_run_disabled_tests (PDS_TRACE=1 prints per-step errors).
-TEST(ModelQuantReference, DISABLED_LlamaQ4_K_M) {
+// Q4_K_M (Q4_K repacked as q4_K_8x8 where rows % 8 == 0, plus Q6_K in ggml's vec_dot
+// order with the −32 offset taken from the 16-value sums): matches to print precision.
+TEST(ModelQuantReference, LlamaQ4_K_M) {
   check_model("../shared/models/synth-llama-small-q4_k_m.gguf", "../shared/reference/synth-llama-small-q4_k_m.json", 0.08);
 }
 
