@@ -88,29 +88,59 @@ uint8_t* act_scratch(size_t bytes) {
 
 constexpr int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
-void matmul_quantized(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order, Isa isa) {
-  const int64_t stride = act_row_bytes(w.type, w.cols);
+// Quantised matmuls of several weight matrices (same column count) on the same
+// activations: each activation format (Q8_0 / Q8_K) is quantised once and each distinct
+// kernel packing done once, then the row chunks of all matrices run in one parallel loop,
+// so Q/K/V (or gate/up) pay one fork/join and the small K/V matrices do not run alone.
+void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_tokens, const uint8_t* gemm_order, Isa isa) {
+  const int64_t cols = jobs[0].w->cols;
+  // Activation formats (one quantised copy of x each).
+  struct Format {
+    GgmlType act_type;
+    GgmlType wt;  // a weight type that uses it (for quantize_act / act_row_bytes)
+    int64_t stride, off;
+  };
   // Runs of consecutive tokens with the same reduction order (one run unless the type's
   // order depends on the token's flag: repacked Q4_K), each with its kernel and, if the
-  // kernel repacks activations, its packed buffer.
+  // kernel repacks activations, its packed buffer (shared by runs that pack alike).
   struct Run {
-    int t0, t1;
+    int job, t0, t1, format;
     QOrder order;
     QKernel k;
-    int64_t packed_off = 0;
+    int64_t packed_off = -1;
+    bool packs = false;  // this run fills its packed buffer (else it shares another's)
   };
+  std::vector<Format> formats;
   std::vector<Run> runs;
-  for (int t = 0; t < n_tokens; ++t) {
-    const QOrder o = quant_order(w.type, w.rows, gemm_order ? gemm_order[t] : 0);
-    if (runs.empty() || runs.back().order != o) runs.push_back({t, t + 1, o, {}});
-    else runs.back().t1 = t + 1;
+  for (int j = 0; j < n_jobs; ++j) {
+    const WeightView& w = *jobs[j].w;
+    const GgmlType at = vec_dot_type(w.type);
+    int f = 0;
+    while (f < static_cast<int>(formats.size()) && formats[f].act_type != at) ++f;
+    if (f == static_cast<int>(formats.size())) formats.push_back({at, w.type, act_row_bytes(w.type, cols), 0});
+    for (int t = 0; t < n_tokens; ++t) {
+      const QOrder o = quant_order(w.type, w.rows, gemm_order ? gemm_order[t] : 0);
+      if (runs.empty() || runs.back().job != j || runs.back().order != o) runs.push_back({j, t, t + 1, f, o, {}});
+      else runs.back().t1 = t + 1;
+    }
   }
-  int64_t bytes = align64(stride * n_tokens);
-  for (Run& run : runs) {
-    run.k = select_qgemm(isa, w.type, run.order);
-    if (run.k.pack) {
+  int64_t bytes = 0;
+  for (Format& f : formats) {
+    f.off = bytes;
+    bytes += align64(f.stride * n_tokens);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Run& run = runs[i];
+    run.k = select_qgemm(isa, jobs[run.job].w->type, run.order);
+    if (!run.k.pack) continue;
+    for (size_t e = 0; e < i && run.packed_off < 0; ++e)
+      if (runs[e].packs && runs[e].k.pack == run.k.pack && runs[e].order == run.order && runs[e].t0 == run.t0 &&
+          runs[e].t1 == run.t1 && jobs[runs[e].job].w->type == jobs[run.job].w->type)
+        run.packed_off = runs[e].packed_off;
+    if (run.packed_off < 0) {
+      run.packs = true;
       run.packed_off = bytes;
-      bytes += align64(run.k.pack_bytes(w, run.order, run.t1 - run.t0));
+      bytes += align64(run.k.pack_bytes(*jobs[run.job].w, run.order, run.t1 - run.t0));
     }
   }
   uint8_t* act = act_scratch(static_cast<size_t>(bytes));
@@ -118,37 +148,53 @@ void matmul_quantized(const WeightView& w, const float* x, int n_tokens, float* 
   // computed the same way whatever chunk holds it. Larger chunks for batches keep a tile
   // of tokens' activations in cache across more rows.
   const int64_t chunk = n_tokens >= 8 ? 64 : 16;
-  const int64_t n_chunks = (w.rows + chunk - 1) / chunk;
+  std::vector<int64_t> chunk_start(n_jobs + 1, 0);  // prefix sums of the jobs' chunk counts
+  int64_t work = 0;
+  for (int j = 0; j < n_jobs; ++j) {
+    chunk_start[j + 1] = chunk_start[j] + (jobs[j].w->rows + chunk - 1) / chunk;
+    work += jobs[j].w->rows * cols * n_tokens / 4;
+  }
   constexpr int kPackChunk = 8;  // tokens per pack call (a multiple of every pack_align)
   // Activations: quantised, then repacked for the kernels; across threads only for
   // batches big enough to pay for the extra barriers (an oversubscribed machine can stall
   // each one for a time slice).
-#pragma omp parallel if (n_tokens >= 8 && worth_parallel(w.cols * n_tokens * 8))
+#pragma omp parallel if (n_tokens >= 8 && worth_parallel(cols * n_tokens * 8))
   {
+    for (const Format& f : formats) {
 #pragma omp for schedule(static)
-    for (int t = 0; t < n_tokens; ++t) quantize_act(w.type, x + static_cast<int64_t>(t) * w.cols, act + t * stride, w.cols);
+      for (int t = 0; t < n_tokens; ++t) quantize_act(f.wt, x + static_cast<int64_t>(t) * cols, act + f.off + t * f.stride, cols);
+    }
     for (const Run& run : runs) {
-      if (!run.k.pack) continue;
+      if (!run.packs) continue;
+      const Format& f = formats[run.format];
       const int n = run.t1 - run.t0;
 #pragma omp for schedule(static)
       for (int tb = 0; tb < n; tb += kPackChunk)
-        run.k.pack(w, run.order, act + run.t0 * stride, stride, n, tb, std::min(n, tb + kPackChunk), act + run.packed_off);
+        run.k.pack(*jobs[run.job].w, run.order, act + f.off + run.t0 * f.stride, f.stride, n, tb, std::min(n, tb + kPackChunk),
+                   act + run.packed_off);
     }
   }
-#pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens / 4))
-  for (int64_t c = 0; c < n_chunks; ++c)
+#pragma omp parallel for schedule(static) if (worth_parallel(work))
+  for (int64_t g = 0; g < chunk_start[n_jobs]; ++g) {
+    const int j = static_cast<int>(std::upper_bound(chunk_start.begin(), chunk_start.end(), g) - chunk_start.begin()) - 1;
+    const WeightView& w = *jobs[j].w;
+    const int64_t c = g - chunk_start[j];
     for (const Run& run : runs) {
-      const uint8_t* a = run.k.pack ? act + run.packed_off : act + run.t0 * stride;
-      run.k.gemm(w, a, stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk), y + int64_t{run.t0} * w.rows, w.rows,
-                 run.order);
+      if (run.job != j) continue;
+      const Format& f = formats[run.format];
+      const uint8_t* a = run.k.pack ? act + run.packed_off : act + f.off + run.t0 * f.stride;
+      run.k.gemm(w, a, f.stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk), jobs[j].y + int64_t{run.t0} * w.rows,
+                 w.rows, run.order);
     }
+  }
 }
 
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order, Isa isa) {
   if (is_quantized(w.type)) {
-    matmul_quantized(w, x, n_tokens, y, gemm_order, isa);
+    const MatmulJob job{&w, y};
+    matmul_quantized(&job, 1, x, n_tokens, gemm_order, isa);
     return;
   }
   // F16 / BF16 weights: like ggml (vec_dot_type F16 / BF16), the activations are first
@@ -168,6 +214,16 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
 #pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens))
   for (int64_t c = 0; c < n_chunks; ++c)
     matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y, w.rows);
+}
+
+void matmul_multi(const MatmulJob* jobs, int n_jobs, const float* x, int n_tokens, const uint8_t* gemm_order, Isa isa) {
+  bool fuse = n_jobs > 1;
+  for (int j = 0; j < n_jobs && fuse; ++j) fuse = is_quantized(jobs[j].w->type) && jobs[j].w->cols == jobs[0].w->cols;
+  if (!fuse) {
+    for (int j = 0; j < n_jobs; ++j) matmul(*jobs[j].w, x, n_tokens, jobs[j].y, gemm_order, isa);
+    return;
+  }
+  matmul_quantized(jobs, n_jobs, x, n_tokens, gemm_order, isa);
 }
 
 void dequantize_row(const WeightView& w, int64_t r, float* out) {

@@ -68,6 +68,20 @@ bool has_quant_kernel(Isa isa, gguf::GgmlType t);
 void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order,
             Isa isa = Isa::kAuto);
 
+/// One weight matrix and its output ([n_tokens][w->rows]) in a matmul_multi().
+struct MatmulJob {
+  const WeightView* w;
+  float* y;
+};
+
+/// jobs[j].y = jobs[j].w · x for every job, on the same activations x
+/// ([n_tokens][cols], all weights with the same cols) — e.g. Q, K and V, or gate and up.
+/// Each value is bit-identical to matmul(*jobs[j].w, x, ...); when every weight is
+/// quantised the activations are quantised once per format and all rows run in one
+/// parallel loop (one fork/join, no small matrix running alone), else one matmul each.
+void matmul_multi(const MatmulJob* jobs, int n_jobs, const float* x, int n_tokens, const uint8_t* gemm_order,
+                  Isa isa = Isa::kAuto);
+
 /// The gemm_order flag of the token at position `pos` of a sequence whose prompt has
 /// `prompt_len` tokens, as the reference processes a prompt: in micro-batches of `ubatch`
 /// tokens (llama.cpp's default n_ubatch 512), each a mul_mat of its tokens.

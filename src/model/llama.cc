@@ -60,8 +60,8 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
   auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
-    kernels::matmul(L.w_gate, xn.data(), m, gate.data(), ord);
-    kernels::matmul(L.w_up, xn.data(), m, up.data(), ord);
+    const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate.data()}, {&L.w_up, up.data()}};
+    kernels::matmul_multi(gate_up, 2, xn.data(), m, ord);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
     for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
     kernels::matmul(L.w_down, gate.data(), m, proj.data(), ord);
@@ -87,9 +87,8 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
     for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
-    kernels::matmul(L.wq, xn.data(), n, q.data(), order);
-    kernels::matmul(L.wk, xn.data(), n, k.data(), order);
-    kernels::matmul(L.wv, xn.data(), n, v.data(), order);
+    const kernels::MatmulJob qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+    kernels::matmul_multi(qkv, 3, xn.data(), n, order);
     add_bias(q.data(), L.bq, n, nq);
     add_bias(k.data(), L.bk, n, nkv);
     add_bias(v.data(), L.bv, n, nkv);

@@ -58,8 +58,9 @@ void check_model(const std::string& model_path, const std::string& ref_path, dou
           std::printf("step %zu err %.5f\n", step, e);
         }
         if (step >= c.tokens.size()) break;
-        if (ref.size() < 2 || ref[0].second - ref[1].second > 0.05)
+        if (ref.size() < 2 || ref[0].second - ref[1].second > 0.05) {
           EXPECT_EQ(argmax(logits), c.tokens[step]) << model_path << " prompt '" << c.prompt << "' step " << step;
+        }
         logits = r.feed({c.tokens[step]}, pos++, prompt_len);
       }
     }
