@@ -1,5 +1,7 @@
 // `pdserve quantize IN OUT TYPE`: re-quantise a GGUF model (model::quantize_file).
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "cli/commands.h"
 #include "model/quantize.h"
@@ -20,6 +22,10 @@ int run_quantize(const QuantizeArgs& a) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
+  std::error_code ec;
+  const auto in_bytes = std::filesystem::file_size(a.input, ec), out_bytes = std::filesystem::file_size(a.output, ec);
+  std::printf("%s (%.1f MiB) -> %s (%s, %.1f MiB)\n", a.input.c_str(), in_bytes / 1048576.0, a.output.c_str(), a.type.c_str(),
+              ec ? 0.0 : out_bytes / 1048576.0);
   return 0;
 }
 
