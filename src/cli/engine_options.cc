@@ -20,7 +20,7 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--scheduling-policy", cfg.scheduling_policy, "fcfs or priority (request field 'priority', lower first)")
       ->default_val("fcfs")->check(CLI::IsMember({"fcfs", "priority"}));
   cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
-      ->check(kFinite & CLI::Range(0, 1 << 30));
+      ->check(kFinite & CLI::Range(0.0, 1e9));
 }
 
 }  // namespace pdserve::cli

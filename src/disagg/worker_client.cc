@@ -142,11 +142,32 @@ void HealthChecker::stop() {
   threads_.clear();
 }
 
+bool WorkerClient::channel_ready() const { return channel_->GetState(false) == GRPC_CHANNEL_READY; }
+
+bool WorkerClient::wait_connected(std::chrono::milliseconds timeout) {
+  return channel_->WaitForConnected(std::chrono::system_clock::now() + timeout);
+}
+
 void HealthChecker::loop(WorkerClient* w) {
+  constexpr auto kSlice = std::chrono::milliseconds(100);
   while (true) {
-    w->check(timeout_);
-    std::unique_lock<std::mutex> lk(mu_);
-    if (cv_.wait_for(lk, interval_, [&] { return stop_; })) return;
+    if (w->check(timeout_) || w->channel_ready()) {  // healthy, or reachable but refusing: poll
+      std::unique_lock<std::mutex> lk(mu_);
+      if (cv_.wait_for(lk, interval_, [&] { return stop_; })) return;
+      continue;
+    }
+    // Not connected: until the next check, keep the connection attempt going (in slices,
+    // so stop() is not held up), and check again as soon as the channel connects.
+    const auto next = std::chrono::steady_clock::now() + interval_;
+    while (std::chrono::steady_clock::now() < next) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stop_) return;
+      }
+      if (w->wait_connected(kSlice)) break;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) return;
   }
 }
 

@@ -57,6 +57,13 @@ class WorkerClient {
   void note_routed() { routed_since_load_.fetch_add(1); }
 
   bool healthy() const { return healthy_.load(); }
+  /// Waits up to `timeout` for the channel to connect, driving the connection attempt
+  /// (gRPC's synchronous API only makes connect progress while a thread is inside it;
+  /// otherwise a worker that starts after the router is noticed by the 5 s backup poller).
+  /// True when connected.
+  bool wait_connected(std::chrono::milliseconds timeout);
+  /// True when the channel is connected now (a failed check was not about connectivity).
+  bool channel_ready() const;
   int consecutive_failures() const { return failures_.load(); }
   WorkerSnapshot snapshot() const;
   /// The policy's view (load = running + waiting + routed since the last Load report).

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -221,7 +222,11 @@ void EngineImpl::reap() {
       continue;
     }
     StreamDelta d;
-    if (timed_out) d.error = "the request ran longer than --request-timeout (" + std::to_string(cfg_.request_timeout_s) + " s)";
+    if (timed_out) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", cfg_.request_timeout_s);
+      d.error = std::string("the request ran longer than --request-timeout (") + secs + " s)";
+    }
     finish(s, timed_out ? FinishReason::Error : FinishReason::Abort, std::move(d));
   }
 }

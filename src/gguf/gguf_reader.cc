@@ -142,7 +142,7 @@ GgufFile::~GgufFile() {
 
 Status GgufFile::parse() {
   Cursor c(base_, size_);
-  uint32_t magic;
+  uint32_t magic = 0;
   c.get(magic);
   if (magic != kMagic) {
     char buf[64];

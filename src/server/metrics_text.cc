@@ -1,6 +1,7 @@
 #include "server/metrics_text.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace pdserve::server {
@@ -20,9 +21,13 @@ std::string escape_label(const std::string& v) {
   return out;
 }
 
+// The shortest decimal that reads back as v (0.005, not 0.0050000000000000001).
 std::string num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int prec = 6; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include "server/openai_protocol.h"
 
 #include <cmath>
@@ -214,6 +215,18 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     if (p && *p != 0.0) {
       return unsupported(penalty, std::string("'") + penalty +
                                       "' is not supported by this server; omit it or set it to 0.");
+    }
+  }
+  // Common sampler extensions (vLLM, llama.cpp server) we do not implement: refused unless
+  // neutral, so a client never believes they were applied.
+  for (auto [name, neutral] : {std::pair<const char*, double>{"min_p", 0.0}, {"repetition_penalty", 1.0},
+                               {"repeat_penalty", 1.0}, {"typical_p", 1.0}}) {
+    std::optional<double> v;
+    PDS_TRY(read_number(obj, name, v));
+    if (v && *v != neutral) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", neutral);
+      return unsupported(name, std::string("'") + name + "' is not supported by this server; omit it or set it to " + buf + ".");
     }
   }
   if (const json* lb = field(obj, "logit_bias")) {

@@ -195,6 +195,11 @@ TEST(ServerProtocol, SamplingRanges) {
   expect_error(completion({{"prompt", "x"}, {"presence_penalty", 0.5}}), "presence_penalty",
                "not supported");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"1", 5}}}}), "logit_bias", "not supported");
+  // vLLM / llama.cpp sampler extensions: refused unless neutral, never silently ignored.
+  expect_error(completion({{"prompt", "x"}, {"min_p", 0.05}}), "min_p", "not supported");
+  expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 1.1}}), "repetition_penalty", "not supported");
+  expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1.1}}), "repeat_penalty", "not supported");
+  EXPECT_TRUE(completion({{"prompt", "x"}, {"min_p", 0}, {"repetition_penalty", 1}, {"typical_p", 1.0}}).ok());
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", json::object()}}).ok());
 }
 
