@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/expf.h"
 
 namespace pdserve::kernels {
 
@@ -144,11 +145,11 @@ void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_he
     s *= scale;
     float ms = 1.f, vs = 1.f;
     if (s > m) {
-      ms = std::exp(m - s);
+      ms = expf_glibc(m - s);
       m = s;
       for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) * ms);
     } else {
-      vs = std::exp(s - m);
+      vs = expf_glibc(s - m);
     }
     for (int i = 0; i < d; ++i) acc[i] = fp32_to_fp16(std::fma(fp16_to_fp32(vh[i]), vs, fp16_to_fp32(acc[i])));
     l = std::fma(l, ms, vs);

@@ -65,10 +65,14 @@ bool attention_has_simd(Isa isa);
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
                                 int n_keys, float scale, float* out);
 namespace avx2 {
+/// y[i] = expf_glibc(x[i]), i < n, with this ISA's vectors (what the softmax uses).
+void expf_batch(const float* x, float* y, int n);
 void paged_attention_f16_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
                                const int32_t* block_table, int n_keys, float scale, float* out);
 }
 namespace avx512 {
+/// y[i] = expf_glibc(x[i]), i < n, with this ISA's vectors (what the softmax uses).
+void expf_batch(const float* x, float* y, int n);
 void paged_attention_f16_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
                                const int32_t* block_table, int n_keys, float scale, float* out);
 }

@@ -75,7 +75,9 @@ inline void check_vocab_vectors(const std::string& name, bool check_decode) {
   ASSERT_EQ(inputs.size(), expected.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_EQ(tok->encode(inputs[i], /*add_bos=*/false), expected[i]) << name << " input #" << i << ": '" << inputs[i] << "'";
-    if (check_decode) EXPECT_EQ(tok->decode(expected[i]), inputs[i]) << name << " input #" << i;
+    if (check_decode) {
+      EXPECT_EQ(tok->decode(expected[i]), inputs[i]) << name << " input #" << i;
+    }
   }
 }
 
