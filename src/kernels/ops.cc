@@ -17,18 +17,34 @@ void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox) {
+void rope_cache(int rot_dim, int pos, float base, float freq_scale, float* cs) {
   // theta_i = pos * base^(-2i/rot_dim), computed by repeated multiplication as ggml does.
   const int half = rot_dim / 2;
   const float theta_scale = std::pow(base, -2.0f / rot_dim);
   float theta = static_cast<float>(pos) * freq_scale;
   for (int i = 0; i < half; ++i, theta *= theta_scale) {
-    const float c = std::cos(theta), s = std::sin(theta);
+    cs[2 * i] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+  }
+}
+
+void rope_apply(float* x, int rot_dim, const float* cs, bool neox) {
+  const int half = rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
     const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[b];
-    x[a] = x0 * c - x1 * s;
-    x[b] = x0 * s + x1 * c;
+    // x0·c − x1·s and x0·s + x1·c, each with one fused multiply-add (as GCC contracts
+    // ggml's expressions on x86-64 with FMA).
+    x[a] = std::fma(x0, c, -(x1 * s));
+    x[b] = std::fma(x0, s, x1 * c);
   }
+}
+
+void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox) {
+  float cs[1024];
+  rope_cache(rot_dim, pos, base, freq_scale, cs);
+  rope_apply(x, rot_dim, cs, neox);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)

@@ -94,10 +94,10 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
     add_bias(v.data(), L.bv, n, nkv);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
-      for (int h = 0; h < c.n_head; ++h)
-        kernels::rope(&q[size_t(t) * nq + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
-      for (int h = 0; h < c.n_head_kv; ++h)
-        kernels::rope(&k[size_t(t) * nkv + h * hd], hd, c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, c.rope_neox);
+      float cs[1024];  // cos/sin of this token's position, for all its heads
+      kernels::rope_cache(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, cs);
+      for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
+      for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
     if (batch.after_layer) batch.after_layer(l);

@@ -33,6 +33,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (c.head_dim * c.n_head != c.n_embd && !f.get_int(p + "attention.key_length"))
     return Status::Error("embedding_length is not a multiple of attention.head_count");
   c.rope_dim = static_cast<int>(f.get_int(p + "rope.dimension_count").value_or(c.head_dim));
+  if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    return Status::Error("metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
+                         ": it must be even and between 2 and the head dimension (" + std::to_string(c.head_dim) + ")");
   c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
   if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {
     if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0) c.rope_freq_scale = 1.0f / static_cast<float>(*factor);

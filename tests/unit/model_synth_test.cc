@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <cstdio>
 #include <unistd.h>
 
@@ -147,6 +152,29 @@ TEST(ModelSynth, BuiltinShapes) {
   EXPECT_EQ(q.value().arch, "qwen2");
   EXPECT_EQ(q.value().n_embd, 896);
   EXPECT_FALSE(model::builtin_shape("gpt-5").ok());
+}
+
+// A file whose rope.dimension_count exceeds the head dimension (RoPE would rotate past
+// the head) is refused at load with the key named, not read out of bounds.
+TEST(ModelConfig, RopeDimensionBeyondTheHeadIsRefused) {
+  const std::string src = "../shared/models/synth-llama-small-f16.gguf";
+  std::ifstream in(src, std::ios::binary);
+  ASSERT_TRUE(in) << src;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "llama.rope.dimension_count";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  uint32_t type;
+  std::memcpy(&type, bytes.data() + at + key.size(), 4);
+  ASSERT_TRUE(type == 4 || type == 5) << "expected a 32-bit integer value, type " << type;
+  const uint32_t too_big = 4096;  // head_dim is 32
+  std::memcpy(bytes.data() + at + key.size() + 4, &too_big, 4);
+  const std::string out = (std::filesystem::temp_directory_path() / "pdserve-test-rope-dim.gguf").string();
+  std::ofstream(out, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto m = model::Model::load(out);
+  std::filesystem::remove(out);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().find("rope.dimension_count"), std::string::npos) << m.error();
 }
 
 }  // namespace
