@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <memory>
@@ -357,6 +358,44 @@ TEST(DisaggRouterFailover, DecodeWorkerKilledMidStream) {
   const json again_want = post(serve.port(), "/v1/completions", {{"prompt", "The little dog"}, {"max_tokens", 16}, {"temperature", 0}});
   EXPECT_EQ(again["choices"][0]["text"], again_want["choices"][0]["text"]);
   EXPECT_GE(cluster.metric(Role::Decode, 1 - victim, "pdserve_requests_running"), 0) << "the survivor still answers";
+}
+
+// A decode worker that comes up after the router is served through within about a second:
+// the router's health checker drives the gRPC connection itself. (Before, gRPC's
+// synchronous channel only advanced a failed connection on its 5 s backup poller, so a
+// worker started 5.5 s after the router was not used until ~10 s.)
+TEST(DisaggRouterReconnect, DecodeWorkerStartedAfterTheRouterIsUsedWithinSeconds) {
+  ClusterOptions o;
+  o.prefill_workers = 0;
+  Cluster cluster(o);
+  ASSERT_TRUE(cluster.ready()) << cluster.error();
+  cluster.kill(Role::Router);
+  cluster.kill(Role::Decode);
+  // A router whose decode worker is not there yet.
+  const int port = testing::free_port();
+  testing::ChildProcess router;
+  ASSERT_TRUE(router.spawn({o.binary, "router", "--model", o.model, "--port", std::to_string(port), "--decode",
+                            cluster.node(Role::Decode).address()},
+                           "/tmp/pdserve-test-router-late-worker.log"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  ASSERT_TRUE(cluster.restart(Role::Decode)) << cluster.error();  // healthy on its old ports
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto health = [&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(2, 0);
+    auto r = c.Get("/health");
+    return r ? r->status : -1;
+  };
+  while (health() != 200 && std::chrono::steady_clock::now() < t0 + std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(health(), 200);
+  EXPECT_LT(waited, 3.0) << "the router took " << waited << " s to use the worker";
+  const json r = post(port, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}});
+  EXPECT_EQ(r["usage"]["completion_tokens"].get<int>(), 8);
+  router.stop(std::chrono::milliseconds(5000));
+  std::remove("/tmp/pdserve-test-router-late-worker.log");
 }
 
 }  // namespace

@@ -122,6 +122,16 @@ class Cluster {
     else n.proc.signal(sig);
   }
   bool running(Role r, int i = 0) { return node(r, i).proc.running(); }
+  /// Starts a stopped (e.g. killed) node again on its ports and waits until it is healthy.
+  bool restart(Role r, int i = 0) {
+    Node& n = node(r, i);
+    n.proc.stop(std::chrono::milliseconds(2000));
+    if (!n.proc.spawn(args_for(n), n.log_path)) {
+      error_ = n.proc.error();
+      return false;
+    }
+    return wait_healthy(n);
+  }
 
   /// The first sample of gauge/counter `name` in a worker's (or the router's) /metrics,
   /// or -1 when the node does not answer or has no such metric.
