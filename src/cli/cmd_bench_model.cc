@@ -12,8 +12,7 @@
 #include "base/clock.h"
 #include "cli/commands.h"
 #include "kernels/matmul.h"
-#include "kv/block_pool.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_cache_manager.h"
 #include "model/model.h"
 
 namespace pdserve::cli {
@@ -33,7 +32,7 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
 namespace {
 
 struct Seq {
-  kv::BlockTable table;
+  kv::KvSeq kv;
   int pos = 0;
   int prompt_len = 0;
 };
@@ -41,18 +40,12 @@ struct Seq {
 /// Drives a Model over a paged KV cache.
 struct Driver {
   const model::Model& m;
-  kv::KvCache& cache;
-  kv::BlockPool& pool;
+  kv::KvCacheManager& kv;
   int block_size;
 
-  bool reserve(Seq& s, int upto) {
-    const int need = (upto + block_size - 1) / block_size;
-    if (need <= static_cast<int>(s.table.blocks.size())) return true;
-    return pool.allocate(need - static_cast<int>(s.table.blocks.size()), s.table.blocks);
-  }
+  bool reserve(Seq& s, int upto) { return kv.allocate_slots(s.kv, upto); }
   void release(Seq& s) {
-    for (auto it = s.table.blocks.rbegin(); it != s.table.blocks.rend(); ++it) pool.decref(*it);
-    s.table.blocks.clear();
+    kv.free(s.kv);
     s.pos = 0;
   }
   /// Feeds `toks[i]` (count[i] tokens) to seqs[i] together in one forward pass; logits of
@@ -62,11 +55,11 @@ struct Driver {
     for (size_t i = 0; i < seqs.size(); ++i) {
       Seq& s = *seqs[i];
       if (!reserve(s, s.pos + static_cast<int>(toks[i].size()))) return false;
-      b.block_tables.push_back(s.table.blocks.data());
+      b.block_tables.push_back(s.kv.block_table.blocks.data());
       for (int32_t t : toks[i]) {
         b.tokens.push_back(t);
         b.positions.push_back(s.pos);
-        b.slot_mapping.push_back(s.table.slot(s.pos, block_size));
+        b.slot_mapping.push_back(s.kv.block_table.slot(s.pos, block_size));
         b.seq_ids.push_back(static_cast<int32_t>(i));
         b.gemm_order.push_back(kernels::gemm_order_flag(s.pos, s.prompt_len));
         ++s.pos;
@@ -74,7 +67,7 @@ struct Driver {
       b.logits_rows.push_back(b.n_tokens() - 1);
     }
     logits.resize(b.logits_rows.size() * static_cast<size_t>(m.config().n_vocab));
-    m.forward(b, cache.layers(), logits.data());
+    m.forward(b, kv.layers(), logits.data());
     return true;
   }
 };
@@ -114,9 +107,8 @@ int run_bench_model(const BenchModelArgs& a) {
   shape.block_size = bs;
   shape.num_blocks = num_blocks;
   shape.dtype = kernels::KvDtype::F16;
-  kv::KvCache cache(shape);
-  kv::BlockPool pool(num_blocks);
-  Driver d{m, cache, pool, bs};
+  kv::KvCacheManager kv(shape, /*prefix_caching=*/false, kv::EvictionPolicy::kLru);
+  Driver d{m, kv, bs};
 
   std::mt19937 rng(static_cast<uint32_t>(a.seed));
   std::uniform_int_distribution<int32_t> tok(0, c.n_vocab - 1);

@@ -73,12 +73,11 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
                          " prompt tokens leave room for generation");
   int max_len = n_ctx_;
   if (params.max_tokens > 0) max_len = static_cast<int>(std::min<int64_t>(n_ctx_, int64_t{n} + params.max_tokens));
-  const int bs = cache_.shape().block_size;
-  const int64_t blocks = (max_len + bs - 1) / bs;
-  if (blocks > pool_.num_blocks())
+  const int64_t blocks = kv_.blocks_for(max_len);
+  if (blocks > kv_.num_blocks())
     return Status::Error("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
                          std::to_string(blocks) + " blocks) but the pool has only " +
-                         std::to_string(pool_.num_blocks()) + " blocks; lower max_tokens or the prompt");
+                         std::to_string(kv_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
   const double now = now_seconds();
   auto group = std::make_shared<RequestGroup>();
@@ -98,7 +97,6 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->arrival_time = now;
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
-  seq->cache_ns = opts.cache_salt.empty() ? 0 : std::hash<std::string>{}("salt:" + opts.cache_salt) | 1;
   seq->cache_salt = opts.cache_salt;
   seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
   // A resume: the tokens after the original prompt were sampled with one draw each, so a
@@ -125,6 +123,7 @@ EngineStats EngineImpl::stats() const {
   s.kv_blocks_free = stats_blocks_free_;
   s.requests_running = stats_running_;
   s.requests_waiting = stats_waiting_ + pending_;
+  s.prefix_cache_namespaces = stats_namespaces_;
   MetricsSnapshot m;
   metrics_.fill(m);
   s.prompt_tokens_total = m.prompt_tokens;
@@ -262,9 +261,6 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
   RequestGroup& g = *parent.group;
   auto forks = std::move(g.pending_forks);
   g.pending_forks.clear();
-  const int bs = cache_.shape().block_size;
-  const int full = parent.prompt_len / bs;
-  const bool partial = parent.prompt_len % bs != 0;
   for (size_t k = 0; k < forks.size(); ++k) {
     auto& [stream, seed] = forks[k];
     auto sib = std::make_unique<Sequence>(parent.id, std::vector<int32_t>(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len),
@@ -275,27 +271,15 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     sib->arrival_time = parent.arrival_time;
     sib->deadline = parent.deadline;
     sib->priority = parent.priority;
-    sib->cache_ns = parent.cache_ns;
     sib->cache_salt = parent.cache_salt;
     sib->cached_tokens = parent.cached_tokens;
     sib->role_prompt_len = parent.role_prompt_len;
-    std::vector<int32_t> copy;
-    if (partial && !sched_.allocate(1, copy)) {
+    // Share the full prompt blocks; copy the partial last one before anyone writes to it.
+    if (!kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
       sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)
       continue;
     }
-    // Share the full prompt blocks; copy the partial last one before anyone writes to it.
-    for (int b = 0; b < full; ++b) {
-      pool_.incref(parent.block_table.blocks[b]);
-      sib->block_table.blocks.push_back(parent.block_table.blocks[b]);
-    }
-    if (partial) {
-      cache_.copy_block(parent.block_table.blocks[full], copy[0]);
-      sib->block_table.blocks.push_back(copy[0]);
-    }
     sib->num_computed = parent.prompt_len;
-    sib->cache_node = parent.cache_node;
-    sib->num_inserted = parent.num_inserted;
     Sequence* raw = sib.get();
     sched_.add_running(std::move(sib));
     const int n_vocab = model_->config().n_vocab;
@@ -310,18 +294,18 @@ void EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
   start_remote_prefills();
   if (plan.empty()) return;
-  const int bs = cache_.shape().block_size;
+  const int bs = kv_.block_size();
   const double now = now_seconds();
   model::Batch batch;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
     if (s.group->first_scheduled_time < 0) s.group->first_scheduled_time = now;
-    batch.block_tables.push_back(s.block_table.blocks.data());
+    batch.block_tables.push_back(s.kv.block_table.blocks.data());
     for (int j = 0; j < plan[i].n_tokens; ++j) {
       const int pos = s.num_computed + j;
       batch.tokens.push_back(s.tokens[pos]);
       batch.positions.push_back(pos);
-      batch.slot_mapping.push_back(s.block_table.slot(pos, bs));
+      batch.slot_mapping.push_back(s.kv.block_table.slot(pos, bs));
       batch.seq_ids.push_back(static_cast<int32_t>(i));
       // Prompt tokens take the reference's batched-prompt matmul orders (by position in
       // the prompt); generated tokens (also when recomputed after preemption) the decode
@@ -334,7 +318,7 @@ void EngineImpl::step() {
     batch.after_layer = [&](int layer) { emit_sink_blocks(plan, layer); };
   const int n_vocab = model_->config().n_vocab;
   std::vector<float> logits(batch.logits_rows.size() * static_cast<size_t>(n_vocab));
-  model_->forward(batch, cache_.layers(), logits.data());
+  model_->forward(batch, kv_.layers(), logits.data());
 
   size_t row = 0;
   for (const ScheduledSeq& p : plan) {
@@ -352,9 +336,11 @@ void EngineImpl::step() {
 }
 
 void EngineImpl::publish_stats() {
-  stats_blocks_used_ = pool_.num_used();
-  stats_blocks_cached_ = pool_.num_cached();
-  stats_blocks_free_ = pool_.num_free();
+  const kv::KvUsage u = kv_.usage();
+  stats_blocks_used_ = u.used;
+  stats_blocks_cached_ = u.cached;
+  stats_blocks_free_ = u.free;
+  stats_namespaces_ = static_cast<int64_t>(kv_.num_cache_namespaces());
   stats_running_ = static_cast<int64_t>(sched_.num_running());
   stats_waiting_ = static_cast<int64_t>(sched_.num_waiting());
   stats_preemptions_ = sched_.num_preemptions();
@@ -438,7 +424,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   SchedulerConfig sc;
   sc.max_batched_tokens = cfg.max_batched_tokens;
   sc.max_seqs = cfg.max_seqs;
-  sc.block_size = cfg.block_size;
   sc.long_prefill_threshold = cfg.long_prefill_threshold;
   sc.policy = cfg.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
 

@@ -66,6 +66,7 @@ struct EngineStats {
   int64_t kv_blocks_free = 0;
   int64_t requests_running = 0;
   int64_t requests_waiting = 0;
+  int64_t prefix_cache_namespaces = 0;  // radix-cache namespaces (cache_salt values) holding blocks or locks
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
 };

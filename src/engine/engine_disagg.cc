@@ -16,7 +16,7 @@ KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape
   l.n_layers = shape.n_layers;
   l.n_kv_heads = shape.n_kv_heads;
   l.head_dim = shape.head_dim;
-  l.block_bytes = static_cast<size_t>(shape.bytes_per_block() / 2 / shape.n_layers);
+  l.block_bytes = static_cast<size_t>(shape.bytes_per_layer_block());
   l.model_fingerprint = mc.arch + "/" + std::to_string(mc.n_layer) + "x" + std::to_string(mc.n_embd) + "/h" +
                         std::to_string(mc.n_head) + "kv" + std::to_string(mc.n_head_kv) + "/ff" + std::to_string(mc.n_ff) +
                         "/v" + std::to_string(mc.n_vocab);
@@ -44,8 +44,8 @@ void EngineImpl::start_remote_prefills() {
     task.prompt = s->tokens;
     task.params = s->params;
     task.cache_salt = s->cache_salt;
-    task.num_cached_blocks = s->num_inserted;
-    task.block_ids = s->block_table.blocks;
+    task.num_cached_blocks = s->kv.num_cached_blocks;
+    task.block_ids = s->kv.block_table.blocks;
     const int choice = s->choice_index;
     remote_inflight_++;
     cfg_.kv_source->start(std::move(task), blocks_, [this, choice](RemotePrefillResult r) {
@@ -96,7 +96,6 @@ void EngineImpl::drain_remote_results() {
         sib->arrival_time = s->arrival_time;
         sib->deadline = s->deadline;
         sib->priority = s->priority;
-        sib->cache_ns = s->cache_ns;
         sib->cache_salt = s->cache_salt;
         sib->role_prompt_len = s->role_prompt_len;
         sib->remote_tried = true;
@@ -108,7 +107,7 @@ void EngineImpl::drain_remote_results() {
 }
 
 void EngineImpl::emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer) {
-  const int bs = cache_.shape().block_size;
+  const int bs = kv_.block_size();
   for (const ScheduledSeq& p : plan) {
     Sequence& s = *p.seq;
     if (!s.kv_sink) continue;
@@ -118,8 +117,8 @@ void EngineImpl::emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int lay
     if (covered <= sent) continue;
     std::vector<const uint8_t*> k, v;
     for (int b = sent; b < covered; ++b) {
-      k.push_back(blocks_.k(layer, s.block_table.blocks[b]));
-      v.push_back(blocks_.v(layer, s.block_table.blocks[b]));
+      k.push_back(blocks_.k(layer, s.kv.block_table.blocks[b]));
+      v.push_back(blocks_.v(layer, s.kv.block_table.blocks[b]));
     }
     s.kv_sink->on_blocks(layer, sent, k, v, blocks_.layout().block_bytes);
     sent = covered;

@@ -13,32 +13,26 @@
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
-#include "kv/kv_cache.h"
-#include "kv/radix_cache.h"
+#include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::engine::detail {
 
-/// KvBlockAccess over the engine's KvCache (a block of one layer is contiguous).
+/// KvBlockAccess over the engine's KV cache manager (a block of one layer is contiguous).
 class CacheBlockAccess final : public KvBlockAccess {
  public:
-  CacheBlockAccess(kv::KvCache& cache, KvLayout layout) : cache_(cache), layout_(std::move(layout)) {}
+  CacheBlockAccess(kv::KvCacheManager& kv, KvLayout layout) : kv_(kv), layout_(std::move(layout)) {}
   const KvLayout& layout() const override { return layout_; }
   void write(int layer, int32_t block_id, const void* k, const void* v) override {
-    const auto& view = cache_.layers()[layer];
-    std::memcpy(static_cast<uint8_t*>(view.k) + block_id * layout_.block_bytes, k, layout_.block_bytes);
-    std::memcpy(static_cast<uint8_t*>(view.v) + block_id * layout_.block_bytes, v, layout_.block_bytes);
+    std::memcpy(kv_.block_k(layer, block_id), k, layout_.block_bytes);
+    std::memcpy(kv_.block_v(layer, block_id), v, layout_.block_bytes);
   }
-  const uint8_t* k(int layer, int32_t block_id) const {
-    return static_cast<const uint8_t*>(cache_.layers()[layer].k) + block_id * layout_.block_bytes;
-  }
-  const uint8_t* v(int layer, int32_t block_id) const {
-    return static_cast<const uint8_t*>(cache_.layers()[layer].v) + block_id * layout_.block_bytes;
-  }
+  const uint8_t* k(int layer, int32_t block_id) const { return kv_.block_k(layer, block_id); }
+  const uint8_t* v(int layer, int32_t block_id) const { return kv_.block_v(layer, block_id); }
 
  private:
-  kv::KvCache& cache_;
+  kv::KvCacheManager& kv_;
   KvLayout layout_;
 };
 
@@ -49,10 +43,9 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
              const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
-      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
-        cache_(shape), radix_(pool_, shape.block_size, eviction),
-        sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr),
-        blocks_(cache_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
+      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
+        kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
+        blocks_(kv_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }
@@ -106,9 +99,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::string name_;
   int n_ctx_;
-  kv::BlockPool pool_;
-  kv::KvCache cache_;
-  kv::RadixCache radix_;
+  kv::KvCacheManager kv_;  // engine thread only (blocks_: transfers, on handed-over blocks)
   Scheduler sched_;  // engine thread only
   CacheBlockAccess blocks_;
   EngineMetrics metrics_;
@@ -124,7 +115,7 @@ class EngineImpl final : public Engine {
   std::atomic<int64_t> next_id_{1};
 
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
-  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0};
+  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0}, stats_namespaces_{0};
   std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
 };
 

@@ -16,20 +16,8 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
   waiting_.insert(pos, std::move(seq));
 }
 
-bool Scheduler::allocate(int n, std::vector<int32_t>& out) {
-  if (n > pool_.num_free() && cache_) {
-    // Evict a little more than needed so eviction (a tree walk) is not paid every step.
-    const int want = n - pool_.num_free() + pool_.num_blocks() / 64;
-    cache_->evict(want);
-  }
-  return pool_.allocate(n, out);
-}
-
 bool Scheduler::ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan) {
-  const int need = (s.num_computed + n_tokens + cfg_.block_size - 1) / cfg_.block_size;
-  const int have = static_cast<int>(s.block_table.blocks.size());
-  if (need <= have) return true;
-  while (!allocate(need - have, s.block_table.blocks)) {
+  while (!kv_.allocate_slots(s.kv, s.num_computed + n_tokens)) {
     // Preempt the worst running sequence that is not yet in this step's plan.
     auto victim = running_.end();
     for (auto it = running_.begin(); it != running_.end(); ++it) {
@@ -46,12 +34,8 @@ bool Scheduler::ensure_blocks(Sequence& s, int n_tokens, const std::vector<Sched
 }
 
 void Scheduler::free_blocks(Sequence& s) {
-  auto& b = s.block_table.blocks;
-  for (auto it = b.rbegin(); it != b.rend(); ++it) pool_.decref(*it);
-  b.clear();
+  kv_.free(s.kv);
   s.num_computed = 0;
-  s.num_inserted = 0;
-  s.cache_node = nullptr;
 }
 
 void Scheduler::preempt(std::list<std::unique_ptr<Sequence>>::iterator it) {
@@ -69,25 +53,20 @@ int Scheduler::chunk(const Sequence& s, int budget) const {
 }
 
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
-  if (cache_ && s.block_table.blocks.empty()) {
+  if (kv_.prefix_caching() && s.kv.num_blocks() == 0) {
     // Reuse the longest cached prefix, but always compute at least one prompt token (the
     // last one's logits are needed).
-    const int max_blocks = (static_cast<int>(s.tokens.size()) - 1) / cfg_.block_size;
-    s.cache_node = cache_->match_prefix(s.cache_ns, s.tokens.data(), max_blocks, s.block_table.blocks);
-    s.num_inserted = static_cast<int>(s.block_table.blocks.size());
-    s.num_computed = s.num_inserted * cfg_.block_size;
+    s.num_computed = kv_.match_prefix(s.kv, s.cache_salt, s.tokens.data(), static_cast<int>(s.tokens.size()) - 1);
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt
-  const int need = (s.num_computed + n_out + cfg_.block_size - 1) / cfg_.block_size;
-  const int have = static_cast<int>(s.block_table.blocks.size());
-  if (need > have && !allocate(need - have, s.block_table.blocks)) {
+  if (!kv_.allocate_slots(s.kv, s.num_computed + n_out)) {
     free_blocks(s);  // give back the prefix-cache hits; they stay cached
     return Admit::kNoRoom;
   }
   if (s.cached_tokens < 0) {  // first admission: account the prefix-cache lookup
     s.cached_tokens = s.num_computed;
-    if (cache_) {
+    if (kv_.prefix_caching()) {
       prefix_queries_ += s.prompt_len;
       prefix_hits_ += s.num_computed;
     }
@@ -138,14 +117,9 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
 }
 
 void Scheduler::on_computed(Sequence& s) {
-  if (!cache_ || !s.cache_node) return;
   // Only blocks made entirely of prompt tokens are shared: they are computed the same way
   // (prompt role, see model::Batch::gemm_order) whichever request computes them.
-  const int full = std::min(s.num_computed, s.role_prompt_len) / cfg_.block_size;
-  for (int b = s.num_inserted; b < full; ++b)
-    s.cache_node = cache_->insert(s.cache_node, s.tokens.data() + static_cast<int64_t>(b) * cfg_.block_size,
-                                  &s.block_table.blocks[b]);
-  s.num_inserted = std::max(s.num_inserted, full);
+  kv_.cache_full_blocks(s.kv, s.tokens.data(), std::min(s.num_computed, s.role_prompt_len));
 }
 
 Sequence* Scheduler::find_awaiting(int64_t seq_id, int choice_index) {
@@ -162,7 +136,7 @@ void Scheduler::remote_done(Sequence& seq, bool ok) {
       seq.num_computed = static_cast<int>(seq.tokens.size());
       on_computed(seq);
     } else {
-      seq.num_computed = seq.num_inserted * cfg_.block_size;  // recompute past the cached prefix
+      seq.num_computed = seq.kv.num_cached_blocks * kv_.block_size();  // recompute past the cached prefix
     }
     running_.push_back(std::move(*it));
     awaiting_.erase(it);

@@ -1,8 +1,8 @@
 // Scheduler: picks which sequences run in the next step and how many tokens each, under
-// a token budget (continuous batching with chunked prefill, as vLLM v1), and manages
-// their KV blocks: prefix-cache matching at admission, insertion of full prompt blocks
-// as soon as they are computed, eviction of unreferenced cached blocks, and preemption
-// by recompute when blocks run out.
+// a token budget (continuous batching with chunked prefill, as vLLM v1), and asks the
+// KvCacheManager for their KV: prefix-cache matching at admission, slots for each chunk,
+// caching of full prompt blocks as soon as they are computed, and preemption by
+// recompute when the pool runs out.
 #pragma once
 
 #include <deque>
@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
-#include "kv/block_pool.h"
-#include "kv/radix_cache.h"
+#include "kv/kv_cache_manager.h"
 
 namespace pdserve::engine {
 
@@ -23,7 +22,6 @@ enum class SchedulingPolicy { kFcfs, kPriority };
 struct SchedulerConfig {
   int max_batched_tokens = 2048;  // token budget per step
   int max_seqs = 64;              // running sequences at most
-  int block_size = 16;
   int long_prefill_threshold = 0;  // max prompt tokens of one sequence per step (0 = budget)
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
 };
@@ -37,9 +35,8 @@ struct ScheduledSeq {
 
 class Scheduler {
  public:
-  /// `cache` may be null (prefix caching off).
-  Scheduler(const SchedulerConfig& cfg, kv::BlockPool& pool, kv::RadixCache* cache)
-      : cfg_(cfg), pool_(pool), cache_(cache) {}
+  /// `kv` owns every sequence's blocks; the scheduler only decides when to ask for them.
+  Scheduler(const SchedulerConfig& cfg, kv::KvCacheManager& kv) : cfg_(cfg), kv_(kv) {}
 
   void add(std::unique_ptr<Sequence> seq);
   /// Adds a sequence that already holds blocks straight to the running set (a fork).
@@ -52,7 +49,7 @@ class Scheduler {
   /// sequence not yet in the plan (its blocks are freed; it is recomputed later).
   std::vector<ScheduledSeq> schedule();
 
-  /// After a forward pass: gives the radix cache the prompt blocks `seq` has filled.
+  /// After a forward pass: caches the full prompt blocks `seq` has filled.
   void on_computed(Sequence& seq);
 
   /// Decides at admission whether a sequence's prompt KV comes from a prefill worker
@@ -66,9 +63,6 @@ class Scheduler {
   /// sequence prefills locally from its cached prefix. It joins the running set.
   void remote_done(Sequence& seq, bool ok);
   size_t num_awaiting() const { return awaiting_.size(); }
-
-  /// Allocates `n` blocks (evicting unreferenced cached blocks if needed).
-  bool allocate(int n, std::vector<int32_t>& out);
 
   /// Frees the blocks of `seq` (tail first) and removes it from the scheduler.
   std::unique_ptr<Sequence> finish(Sequence* seq);
@@ -98,8 +92,7 @@ class Scheduler {
   void preempt(std::list<std::unique_ptr<Sequence>>::iterator it);
 
   SchedulerConfig cfg_;
-  kv::BlockPool& pool_;
-  kv::RadixCache* cache_;
+  kv::KvCacheManager& kv_;
   std::list<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;  // kept in scheduling order
   std::list<std::unique_ptr<Sequence>> awaiting_;  // waiting for remote KV, holding blocks

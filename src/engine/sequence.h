@@ -12,8 +12,7 @@
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
-#include "kv/block_pool.h"
-#include "kv/radix_cache.h"
+#include "kv/kv_cache_manager.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::engine {
@@ -37,7 +36,7 @@ struct RequestGroup {
 };
 
 /// One choice inside the engine. `tokens` = prompt followed by generated tokens; the
-/// first `num_computed` of them have their K/V in the blocks of `block_table`.
+/// first `num_computed` of them have their K/V in the blocks of `kv.block_table`.
 struct Sequence {
   Sequence(int64_t id_, std::vector<int32_t> prompt, const SamplingParams& p,
            std::shared_ptr<RequestStream> s, const tokenizer::Tokenizer& tok, uint64_t seed)
@@ -53,7 +52,7 @@ struct Sequence {
   int prompt_len;
   int max_len = 0;            // generation ends (length) when tokens.size() reaches it
   int num_computed = 0;       // tokens whose K/V is cached
-  kv::BlockTable block_table;
+  kv::KvSeq kv;               // blocks and prefix-cache state (changed by the KvCacheManager)
   double arrival_time = 0;
   double deadline = 0;        // abort after this time (0 = none)
   int priority = 0;           // lower runs first under the priority policy
@@ -63,10 +62,7 @@ struct Sequence {
   int num_preemptions = 0;
 
   // Prefix cache state.
-  uint64_t cache_ns = 0;                     // namespace: hash of the cache_salt
-  std::string cache_salt;                    // passed on to a prefill worker
-  kv::RadixCache::Node* cache_node = nullptr;  // node of block num_inserted - 1 (or a root)
-  int num_inserted = 0;                      // leading blocks known to the radix cache
+  std::string cache_salt;                    // the prefix-cache namespace; passed on to a prefill worker
   int cached_tokens = -1;                    // prompt tokens hit at first admission (-1: not yet)
 
   // Numerics and disaggregation.

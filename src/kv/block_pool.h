@@ -28,7 +28,6 @@ class BlockPool {
   /// Marks a used block as held by the prefix cache: when its ref count drops to 0 it
   /// becomes cached instead of free.
   void set_cached(int32_t block);
-  bool is_cached(int32_t block) const { return cached_[block] != 0; }
   /// The prefix cache lets go of a block with ref count 0 (eviction): it becomes free.
   void release_cached(int32_t block);
 
@@ -52,16 +51,6 @@ class BlockPool {
   int32_t head_ = -1, tail_ = -1;
   int32_t num_free_ = 0;
   int32_t num_cached_ = 0;  // cached_ && ref_ == 0
-};
-
-/// A sequence's block ids in position order: token p lives in block blocks[p / block_size]
-/// at offset p % block_size.
-struct BlockTable {
-  std::vector<int32_t> blocks;
-  /// Cache slot of position `pos` (block_id * block_size + offset).
-  int64_t slot(int pos, int block_size) const {
-    return static_cast<int64_t>(blocks[pos / block_size]) * block_size + pos % block_size;
-  }
 };
 
 }  // namespace pdserve::kv

@@ -4,10 +4,12 @@
 
 namespace pdserve::kv {
 
-int64_t KvCacheShape::bytes_per_block() const {
+int64_t KvCacheShape::bytes_per_layer_block() const {
   const int64_t elem = dtype == kernels::KvDtype::F32 ? 4 : 2;
-  return 2 * int64_t{n_layers} * block_size * n_kv_heads * head_dim * elem;
+  return int64_t{block_size} * n_kv_heads * head_dim * elem;
 }
+
+int64_t KvCacheShape::bytes_per_block() const { return 2 * int64_t{n_layers} * bytes_per_layer_block(); }
 
 Result<kernels::KvDtype> parse_kv_dtype(const std::string& s) {
   if (s == "f16") return kernels::KvDtype::F16;
@@ -16,7 +18,7 @@ Result<kernels::KvDtype> parse_kv_dtype(const std::string& s) {
 }
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
-  const int64_t layer_bytes = shape.bytes_per_block() / 2 / shape.n_layers * shape.num_blocks;
+  const int64_t layer_bytes = shape.bytes_per_layer_block() * shape.num_blocks;
   for (int l = 0; l < shape.n_layers; ++l) {
     k_.emplace_back(new uint8_t[layer_bytes]);
     v_.emplace_back(new uint8_t[layer_bytes]);
@@ -32,7 +34,7 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
-  const int64_t bytes = shape_.bytes_per_block() / 2 / shape_.n_layers;
+  const int64_t bytes = shape_.bytes_per_layer_block();
   for (int l = 0; l < shape_.n_layers; ++l) {
     std::memcpy(k_[l].get() + dst * bytes, k_[l].get() + src * bytes, bytes);
     std::memcpy(v_[l].get() + dst * bytes, v_[l].get() + src * bytes, bytes);

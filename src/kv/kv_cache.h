@@ -22,6 +22,8 @@ struct KvCacheShape {
 
   /// Bytes of K+V for one block across all layers.
   int64_t bytes_per_block() const;
+  /// Bytes of K (= of V) of one block in one layer.
+  int64_t bytes_per_layer_block() const;
 };
 
 /// Parses "f16" / "f32"; error for anything else.
@@ -35,6 +37,9 @@ class KvCache {
   /// Copies block `src`'s K and V into block `dst` in every layer (copy-on-write of a
   /// shared partial block).
   void copy_block(int32_t src, int32_t dst);
+  /// K / V of `block` in `layer` (bytes_per_layer_block() each).
+  uint8_t* block_k(int layer, int32_t block) { return k_[layer].get() + block * shape_.bytes_per_layer_block(); }
+  uint8_t* block_v(int layer, int32_t block) { return v_[layer].get() + block * shape_.bytes_per_layer_block(); }
   /// Per-layer views for the forward pass.
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 

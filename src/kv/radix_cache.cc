@@ -1,14 +1,16 @@
 #include "kv/radix_cache.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
-#include <queue>
+#include <unordered_map>
 
 namespace pdserve::kv {
 
 namespace {
 
 constexpr double kLfuHalfLife = 4096.0;  // accesses
+constexpr size_t kIndexAbove = 8;        // children searched linearly up to this many, else hashed
 
 uint64_t hash_block(const int32_t* t, int n) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the token ids
@@ -25,16 +27,120 @@ struct RadixCache::Node {
   Node* parent = nullptr;
   std::vector<int32_t> tokens;  // block_size ids (empty for a root)
   int32_t block = -1;           // -1 for a root
-  std::unordered_map<uint64_t, std::vector<std::unique_ptr<Node>>> children;
-  size_t num_children = 0;
+  uint64_t hash = 0;            // of `tokens`: indexes, never decides
+  const std::string* ns = nullptr;  // a root's namespace (its key in roots_)
+  // Children in no order (each knows its slot, so removal is O(1)); with more than
+  // kIndexAbove of them, also indexed by hash. Nodes live in RadixCache::nodes_.
+  std::vector<Node*> children;
+  std::unique_ptr<std::unordered_multimap<uint64_t, Node*>> index;
+  size_t slot = 0;              // position in parent->children
+  int64_t lock_ref = 0;  // sequences whose cached path ends at or below this node
   uint64_t last_access = 0;
-  double hits = 0;  // LFU count, aged at each access
+  double hits = 0;       // LFU count, aged at each access
+  double evict_key = 0;  // smaller is evicted first; fixed while in the leaf heap
+  uint64_t id = 0;
+  int64_t heap_pos = -1;  // index in leaves_ (an evictable leaf), else -1
 };
 
-Result<EvictionPolicy> parse_eviction_policy(const std::string& s) {
-  if (s == "lru") return EvictionPolicy::kLru;
-  if (s == "lfu") return EvictionPolicy::kLfu;
-  return Status::Error("unknown eviction policy '" + s + "' (use lru or lfu)");
+// The evictable leaves: a binary min-heap by (evict_key, id) whose nodes know their
+// index, so a leaf that gets locked, gains a child or is touched leaves it in O(log n).
+namespace {
+
+bool evicts_before(const RadixCache::Node* a, const RadixCache::Node* b);
+
+}  // namespace
+
+void RadixCache::heap_set(size_t i, Node* n) {
+  leaves_[i] = n;
+  n->heap_pos = static_cast<int64_t>(i);
+}
+
+void RadixCache::heap_sift(size_t i) {
+  Node* n = leaves_[i];
+  while (i > 0 && evicts_before(n, leaves_[(i - 1) / 2])) {  // up
+    heap_set(i, leaves_[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  for (;;) {  // down
+    size_t c = 2 * i + 1;
+    if (c >= leaves_.size()) break;
+    if (c + 1 < leaves_.size() && evicts_before(leaves_[c + 1], leaves_[c])) ++c;
+    if (!evicts_before(leaves_[c], n)) break;
+    heap_set(i, leaves_[c]);
+    i = c;
+  }
+  heap_set(i, n);
+}
+
+void RadixCache::heap_push(Node* n) {
+  leaves_.push_back(n);
+  n->heap_pos = static_cast<int64_t>(leaves_.size() - 1);
+  heap_sift(leaves_.size() - 1);
+}
+
+void RadixCache::heap_erase(Node* n) {
+  const size_t i = static_cast<size_t>(n->heap_pos);
+  n->heap_pos = -1;
+  Node* last = leaves_.back();
+  leaves_.pop_back();
+  if (last == n) return;
+  heap_set(i, last);
+  heap_sift(i);
+}
+
+namespace {
+
+bool evicts_before(const RadixCache::Node* a, const RadixCache::Node* b) {
+  if (a->evict_key != b->evict_key) return a->evict_key < b->evict_key;
+  return a->id < b->id;
+}
+
+}  // namespace
+
+RadixCache::Node* RadixCache::find_child(Node* parent, uint64_t hash, const int32_t* tokens) const {
+  auto same = [&](const Node* c) { return c->hash == hash && std::equal(c->tokens.begin(), c->tokens.end(), tokens); };
+  if (parent->index) {
+    auto [lo, hi] = parent->index->equal_range(hash);
+    for (auto it = lo; it != hi; ++it)
+      if (same(it->second)) return it->second;
+    return nullptr;
+  }
+  for (Node* c : parent->children)
+    if (same(c)) return c;
+  return nullptr;
+}
+
+void RadixCache::add_child(Node* parent, Node* child) {
+  child->parent = parent;
+  child->slot = parent->children.size();
+  if (parent->index) {
+    parent->index->emplace(child->hash, child);
+  } else if (parent->children.size() + 1 > kIndexAbove) {
+    parent->index = std::make_unique<std::unordered_multimap<uint64_t, Node*>>();
+    for (Node* c : parent->children) parent->index->emplace(c->hash, c);
+    parent->index->emplace(child->hash, child);
+  }
+  parent->children.push_back(child);
+}
+
+void RadixCache::remove_child(Node* child) {
+  Node* parent = child->parent;
+  if (parent->index) {
+    auto [lo, hi] = parent->index->equal_range(child->hash);
+    for (auto it = lo; it != hi; ++it)
+      if (it->second == child) {
+        parent->index->erase(it);
+        break;
+      }
+  }
+  auto& kids = parent->children;
+  const size_t slot = child->slot;
+  if (slot + 1 != kids.size()) {
+    std::swap(kids[slot], kids.back());
+    kids[slot]->slot = slot;
+  }
+  kids.pop_back();
+  release_node(child);
 }
 
 RadixCache::RadixCache(BlockPool& pool, int block_size, EvictionPolicy policy)
@@ -42,99 +148,147 @@ RadixCache::RadixCache(BlockPool& pool, int block_size, EvictionPolicy policy)
 
 RadixCache::~RadixCache() = default;
 
-RadixCache::Node* RadixCache::root(uint64_t ns) {
-  auto& r = roots_[ns];
-  if (!r) r = std::make_unique<Node>();
-  return r.get();
+RadixCache::Node* RadixCache::new_node() {
+  if (free_nodes_.empty()) return nodes_.emplace_back(std::make_unique<Node>()).get();
+  Node* n = free_nodes_.back();
+  free_nodes_.pop_back();
+  return n;
+}
+
+void RadixCache::release_node(Node* n) {
+  // Reset for reuse; the tokens' and children's capacity is kept (no allocation next time).
+  n->parent = nullptr;
+  n->tokens.clear();
+  n->block = -1;
+  n->hash = 0;
+  n->ns = nullptr;
+  n->children.clear();
+  n->index.reset();
+  n->slot = 0;
+  n->lock_ref = 0;
+  n->last_access = 0;
+  n->hits = 0;
+  n->evict_key = 0;
+  n->heap_pos = -1;
+  free_nodes_.push_back(n);
+}
+
+RadixCache::Node* RadixCache::root(const std::string& ns) {
+  auto [it, added] = roots_.try_emplace(ns, nullptr);
+  if (added) {
+    it->second = new_node();
+    it->second->ns = &it->first;
+    it->second->id = next_id_++;
+  }
+  return it->second;
 }
 
 void RadixCache::touch(Node* n) {
+  const bool in = n->heap_pos >= 0;
+  if (in) heap_erase(n);
   ++clock_;
   n->hits = n->hits * std::exp2(-static_cast<double>(clock_ - n->last_access) / kLfuHalfLife) + 1.0;
   n->last_access = clock_;
+  // LFU: hits·2^(-(now - last)/H) orders two nodes the same at every `now`, so its log,
+  // log2(hits) + last/H, is a time-invariant key.
+  n->evict_key = policy_ == EvictionPolicy::kLru ? static_cast<double>(n->last_access)
+                                                 : std::log2(n->hits) + static_cast<double>(n->last_access) / kLfuHalfLife;
+  if (in) heap_push(n);
 }
 
-double RadixCache::priority(const Node* n) const {
-  if (policy_ == EvictionPolicy::kLru) return static_cast<double>(n->last_access);
-  return n->hits * std::exp2(-static_cast<double>(clock_ - n->last_access) / kLfuHalfLife);
+void RadixCache::update_leaf(Node* n) {
+  const bool leaf = n->block >= 0 && n->lock_ref == 0 && n->children.empty();
+  if (leaf == (n->heap_pos >= 0)) return;
+  if (leaf) heap_push(n);
+  else heap_erase(n);
 }
 
-RadixCache::Node* RadixCache::match_prefix(uint64_t ns, const int32_t* tokens, int max_blocks,
+void RadixCache::add_lock(Node* n, int delta) {
+  for (Node* x = n; x; x = x->parent) {
+    const int64_t before = x->lock_ref;
+    x->lock_ref += delta;
+    assert(x->lock_ref >= 0);
+    if (x->block < 0) continue;  // a root holds no block
+    if (before == 0 && x->lock_ref > 0) --evictable_size_, ++protected_size_;
+    if (before > 0 && x->lock_ref == 0) ++evictable_size_, --protected_size_;
+    update_leaf(x);
+  }
+}
+
+void RadixCache::maybe_free_root(Node* r) {
+  if (r->parent != nullptr || r->lock_ref != 0 || !r->children.empty()) return;
+  roots_.erase(*r->ns);
+  release_node(r);
+}
+
+RadixCache::Node* RadixCache::match_prefix(const std::string& ns, const int32_t* tokens, int max_blocks,
                                            std::vector<int32_t>& out) {
   Node* node = root(ns);
   for (int b = 0; b < max_blocks; ++b) {
     const int32_t* t = tokens + static_cast<int64_t>(b) * block_size_;
-    auto it = node->children.find(hash_block(t, block_size_));
-    if (it == node->children.end()) break;
-    Node* next = nullptr;
-    for (auto& c : it->second)
-      if (std::equal(c->tokens.begin(), c->tokens.end(), t)) next = c.get();
+    Node* next = find_child(node, hash_block(t, block_size_), t);
     if (!next) break;
     node = next;
     pool_.incref(node->block);
     touch(node);
     out.push_back(node->block);
   }
+  add_lock(node, +1);
   return node;
 }
 
 RadixCache::Node* RadixCache::insert(Node* parent, const int32_t* tokens, int32_t* block) {
-  auto& bucket = parent->children[hash_block(tokens, block_size_)];
-  for (auto& c : bucket) {
-    if (!std::equal(c->tokens.begin(), c->tokens.end(), tokens)) continue;
-    if (c->block != *block) {
-      // Same content computed twice (two requests prefilled it at once): keep the cached
-      // block, drop the duplicate. Their K/V are bit-identical (batch invariance).
-      pool_.incref(c->block);
-      pool_.decref(*block);
-      *block = c->block;
-    }
-    touch(c.get());
-    return c.get();
+  assert(parent->lock_ref > 0);
+  const uint64_t hash = hash_block(tokens, block_size_);
+  Node* child = find_child(parent, hash, tokens);
+  if (child && child->block != *block) {
+    // Same content computed twice (two requests prefilled it at once): keep the cached
+    // block, drop the duplicate. Their K/V are bit-identical (batch invariance).
+    pool_.incref(child->block);
+    pool_.decref(*block);
+    *block = child->block;
   }
-  auto n = std::make_unique<Node>();
-  n->parent = parent;
-  n->tokens.assign(tokens, tokens + block_size_);
-  n->block = *block;
-  pool_.set_cached(*block);
-  touch(n.get());
-  Node* raw = n.get();
-  bucket.push_back(std::move(n));
-  parent->num_children++;
-  num_nodes_++;
-  return raw;
+  if (!child) {
+    child = new_node();
+    child->tokens.assign(tokens, tokens + block_size_);
+    child->hash = hash;
+    child->block = *block;
+    child->id = next_id_++;
+    pool_.set_cached(*block);
+    add_child(parent, child);
+    ++evictable_size_;  // lock_ref 0 until the lock moves onto it below
+    update_leaf(parent);
+  }
+  touch(child);
+  // Move the caller's lock from `parent` down to `child`: the ancestors' counts (which
+  // include the child's) are unchanged, so only the child's own count changes.
+  if (child->lock_ref++ == 0) --evictable_size_, ++protected_size_;
+  update_leaf(child);
+  return child;
+}
+
+void RadixCache::lock(Node* node) { add_lock(node, +1); }
+
+void RadixCache::unlock(Node* node) {
+  add_lock(node, -1);
+  Node* r = node;
+  while (r->parent) r = r->parent;
+  maybe_free_root(r);
 }
 
 int RadixCache::evict(int n) {
-  if (n <= 0 || pool_.num_cached() == 0) return 0;
-  // Min-heap of evictable leaves by priority; parents join when they become leaves.
-  using Item = std::pair<double, Node*>;
-  auto cmp = [](const Item& a, const Item& b) { return a.first > b.first; };
-  std::priority_queue<Item, std::vector<Item>, decltype(cmp)> heap(cmp);
-  std::vector<Node*> stack;
-  for (auto& [ns, r] : roots_) stack.push_back(r.get());
-  while (!stack.empty()) {
-    Node* x = stack.back();
-    stack.pop_back();
-    for (auto& [h, bucket] : x->children)
-      for (auto& c : bucket) stack.push_back(c.get());
-    if (x->block >= 0 && x->num_children == 0 && pool_.ref_count(x->block) == 0) heap.push({priority(x), x});
-  }
   int freed = 0;
-  while (freed < n && !heap.empty()) {
-    Node* x = heap.top().second;
-    heap.pop();
-    Node* parent = x->parent;
+  while (freed < n && !leaves_.empty()) {
+    Node* x = leaves_.front();
+    heap_erase(x);
+    assert(pool_.ref_count(x->block) == 0);
     pool_.release_cached(x->block);
     ++freed;
-    --num_nodes_;
-    const uint64_t h = hash_block(x->tokens.data(), block_size_);
-    auto& bucket = parent->children[h];
-    bucket.erase(std::find_if(bucket.begin(), bucket.end(), [&](auto& c) { return c.get() == x; }));  // frees x
-    if (bucket.empty()) parent->children.erase(h);
-    parent->num_children--;
-    if (parent->block >= 0 && parent->num_children == 0 && pool_.ref_count(parent->block) == 0)
-      heap.push({priority(parent), parent});
+    --evictable_size_;
+    Node* parent = x->parent;
+    remove_child(x);  // x goes back to the node pool
+    if (parent->parent) update_leaf(parent);
+    else maybe_free_root(parent);
   }
   return freed;
 }

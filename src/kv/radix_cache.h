@@ -3,33 +3,30 @@
 // is one full KV block, keyed by that block's token ids under the path of the blocks
 // before it, so a path from the root spells a cached prompt prefix.
 //
-// Real token ids decide a match (a hash only indexes the children). A node is protected
-// while its block's ref count is > 0 (some sequence holds it: the "lock ref"); an
-// unreferenced node is evictable. Because a sequence that holds a block also holds every
-// block before it, unreferenced nodes form whole subtrees, so evicting leaves first can
-// reclaim all of them: evictable == BlockPool::num_cached() exactly.
+// Real token ids decide a match (a hash only indexes the children). Each node has a
+// `lock_ref`: the number of sequences whose cached path ends at or below it (SGLang's
+// inc_lock_ref / dec_lock_ref, walked to the root). A node with lock_ref > 0 is protected;
+// one with lock_ref == 0 is evictable, and since a lock covers the whole path to the root,
+// evictable nodes form whole subtrees: evicting leaves first can reclaim all of them.
+// Evictable leaves sit in a binary heap keyed by the eviction policy, updated
+// incrementally, so evicting k blocks costs O(k log n).
+//
+// Namespaces (the `cache_salt`) are keyed by the salt string itself; a namespace's root
+// exists while it has blocks or locks, and is freed with its last one.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "base/status.h"
 #include "kv/block_pool.h"
+#include "kv/eviction_policy.h"
 
 namespace pdserve::kv {
 
-/// Which unreferenced blocks go first when blocks are needed.
-enum class EvictionPolicy {
-  kLru,  // least recently used leaf first
-  kLfu,  // fewest uses first, counts halving every kLfuHalfLife accesses (LFU with aging)
-};
-
-/// Parses "lru" / "lfu".
-Result<EvictionPolicy> parse_eviction_policy(const std::string& s);
-
+/// Not thread-safe: the engine thread owns it (with the BlockPool it shares).
 class RadixCache {
  public:
   struct Node;
@@ -40,36 +37,65 @@ class RadixCache {
   RadixCache& operator=(const RadixCache&) = delete;
 
   /// Longest cached prefix of `tokens` in namespace `ns`, in whole blocks, at most
-  /// `max_blocks`. Appends the blocks to `out`, takes a reference on each (lock), marks
-  /// them used now, and returns the node of the last one (the root of `ns` when nothing
-  /// matched) to continue inserting from.
-  Node* match_prefix(uint64_t ns, const int32_t* tokens, int max_blocks, std::vector<int32_t>& out);
+  /// `max_blocks`. Appends the blocks to `out`, takes a pool reference on each, marks
+  /// them used now, and locks the returned node: the one of the last matched block, or
+  /// the namespace's root when nothing matched (creating it). The caller continues
+  /// inserting from it and finally calls `unlock` on the node it ends on.
+  Node* match_prefix(const std::string& ns, const int32_t* tokens, int max_blocks, std::vector<int32_t>& out);
 
   /// Adds the block holding `tokens` [block_size of them] as a child of `parent`, where
-  /// `*block` is the caller's block with that content (the caller holds a reference).
-  /// If the tree already has that content under `parent` with another block, the caller
-  /// is switched to the cached block: `*block` is replaced (reference moved), and the
-  /// caller's duplicate is released. Returns the child node.
+  /// `*block` is the caller's block with that content (the caller holds a pool reference
+  /// and a lock on `parent`; the lock moves to the returned child). If the tree already
+  /// has that content under `parent` with another block, the caller is switched to the
+  /// cached block: `*block` is replaced (reference moved), and the caller's duplicate is
+  /// released.
   Node* insert(Node* parent, const int32_t* tokens, int32_t* block);
 
-  /// Frees up to `n` unreferenced blocks, leaves first, in policy order. Returns how
-  /// many were freed.
+  /// Takes one more lock on `node` (a sequence sharing another's cached path: a fork).
+  void lock(Node* node);
+  /// Drops a lock taken by match_prefix / lock (moved by insert). Frees an empty,
+  /// unlocked namespace root.
+  void unlock(Node* node);
+
+  /// Frees up to `n` unlocked blocks, leaves first, in policy order; O(n log size).
+  /// Returns how many were freed.
   int evict(int n);
 
-  /// Blocks held by the tree (referenced or not).
-  int64_t num_nodes() const { return num_nodes_; }
+  /// Blocks held by the tree (locked or not).
+  int64_t num_nodes() const { return evictable_size_ + protected_size_; }
+  /// Blocks no sequence holds (lock_ref == 0): equal to BlockPool::num_cached().
+  int64_t evictable_size() const { return evictable_size_; }
+  /// Blocks some sequence holds (lock_ref > 0).
+  int64_t protected_size() const { return protected_size_; }
+  /// Namespaces that currently have a root (blocks or locks).
+  size_t num_namespaces() const { return roots_.size(); }
 
  private:
-  Node* root(uint64_t ns);
+  Node* root(const std::string& ns);
+  Node* find_child(Node* parent, uint64_t hash, const int32_t* tokens) const;
+  void add_child(Node* parent, Node* child);
+  void remove_child(Node* child);  // releases it
+  void heap_set(size_t i, Node* n);
+  void heap_sift(size_t i);
+  void heap_push(Node* n);
+  void heap_erase(Node* n);
+  Node* new_node();
+  void release_node(Node* n);
   void touch(Node* n);
-  double priority(const Node* n) const;
+  void add_lock(Node* n, int delta);
+  void update_leaf(Node* n);
+  void maybe_free_root(Node* r);
 
   BlockPool& pool_;
   int block_size_;
   EvictionPolicy policy_;
-  std::unordered_map<uint64_t, std::unique_ptr<Node>> roots_;
-  int64_t num_nodes_ = 0;
-  uint64_t clock_ = 0;  // logical access time
+  std::vector<std::unique_ptr<Node>> nodes_;  // every node ever made
+  std::vector<Node*> free_nodes_;  // released nodes, reused before nodes_ grows
+  std::map<std::string, Node*> roots_;
+  std::vector<Node*> leaves_;  // evictable leaves: a min-heap in eviction order
+  int64_t evictable_size_ = 0, protected_size_ = 0;
+  uint64_t clock_ = 0;    // logical access time
+  uint64_t next_id_ = 0;  // tie-break of equal eviction keys
 };
 
 }  // namespace pdserve::kv

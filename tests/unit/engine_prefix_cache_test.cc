@@ -117,6 +117,52 @@ TEST(PrefixCache, CachedTokensAreReportedAndSaltSeparatesNamespaces) {
   (void)c3;
 }
 
+/// The cached_tokens a salted request reports with its first delta (it then runs to the end).
+int cached_tokens_with_salt(engine::Engine& e, const std::vector<int32_t>& prompt, const std::string& salt) {
+  engine::RequestOptions o;
+  o.cache_salt = salt;
+  auto s = e.submit_group(prompt, greedy(1), o);
+  EXPECT_TRUE(s.ok());
+  if (!s.ok()) return -1;
+  engine::StreamDelta d;
+  EXPECT_TRUE(s.value()[0]->next(d, std::chrono::seconds(10)));
+  if (d.finish == engine::FinishReason::None) drain(*s.value()[0]);
+  return d.cached_tokens;
+}
+
+TEST(PrefixCache, FiveThousandSaltsLeaveNoNamespacesBehindAndNeverShareAcrossSalts) {
+  engine::EngineConfig c = config(true);
+  c.ctx_size = 256;
+  c.num_kv_blocks = 256 / kBs;  // one full context is the whole pool
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  const auto prompt = prompts_with_prefix(*e, 2 * kBs, 1)[0];  // 11 tokens: 2 full blocks cached per salt
+  for (int wave = 0; wave < 50; ++wave) {
+    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    for (int i = 0; i < 100; ++i) {
+      engine::RequestOptions o;
+      o.cache_salt = "tenant-" + std::to_string(wave * 100 + i);
+      auto r = e->submit_group(prompt, greedy(1), o);
+      ASSERT_TRUE(r.ok()) << r.error();
+      streams.push_back(r.value()[0]);
+    }
+    for (auto& s : streams) EXPECT_EQ(drain(*s).finish, engine::FinishReason::Length);
+  }
+  ASSERT_TRUE(testing::wait_idle(*e));
+  EXPECT_GT(e->stats().prefix_cache_namespaces, 1);
+  // One unsalted request that needs the whole pool evicts every salted block.
+  engine::SamplingParams all = greedy(256 - static_cast<int>(prompt.size()));
+  all.ignore_eos = true;
+  EXPECT_EQ(drain(*submit(*e, prompt, all)).finish, engine::FinishReason::Length);
+  ASSERT_TRUE(testing::wait_idle(*e));
+  EXPECT_LE(e->stats().prefix_cache_namespaces, 1);
+
+  // Salts equal in their first 8 bytes are separate namespaces; the same salt shares.
+  EXPECT_EQ(cached_tokens_with_salt(*e, prompt, "abcdefgh-1"), 0);
+  EXPECT_EQ(cached_tokens_with_salt(*e, prompt, "abcdefgh-2"), 0);
+  EXPECT_EQ(cached_tokens_with_salt(*e, prompt, "abcdefgh-1"), 2 * kBs);
+}
+
 TEST(PrefixCache, ChoicesShareThePromptAndChoiceKEqualsSeedPlusK) {
   auto e = make_engine(config(true));
   auto prompt = prompts_with_prefix(*e, 9, 1)[0];  // 12 tokens: 3 full blocks... plus partial? 9+3=12

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "kv/block_pool.h"
+#include "kv/block_table.h"
 
 namespace pdserve::kv {
 namespace {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 
 #include "kv/radix_cache.h"
 
@@ -19,7 +20,8 @@ std::vector<int32_t> seq(int n, int start) {
 
 /// Inserts the full blocks of `tokens` as a sequence would (allocating its own blocks),
 /// then drops the sequence's references; returns its final block ids.
-std::vector<int32_t> cache_sequence(RadixCache& rc, BlockPool& pool, const std::vector<int32_t>& tokens, uint64_t ns = 0) {
+std::vector<int32_t> cache_sequence(RadixCache& rc, BlockPool& pool, const std::vector<int32_t>& tokens,
+                                    const std::string& ns = "") {
   std::vector<int32_t> blocks;
   RadixCache::Node* node = rc.match_prefix(ns, tokens.data(), static_cast<int>(tokens.size()) / kBs, blocks);
   const int hit = static_cast<int>(blocks.size());
@@ -30,6 +32,7 @@ std::vector<int32_t> cache_sequence(RadixCache& rc, BlockPool& pool, const std::
     node = rc.insert(node, tokens.data() + b * kBs, &blocks[b]);
   }
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) pool.decref(*it);
+  rc.unlock(node);
   return blocks;
 }
 
@@ -45,21 +48,24 @@ TEST(RadixCache, MatchesLongestPrefixByRealTokens) {
   auto b = a;
   b[9] = 7;  // differs inside block 2
   std::vector<int32_t> out;
-  rc.match_prefix(0, b.data(), 3, out);
+  RadixCache::Node* node = rc.match_prefix("", b.data(), 3, out);
   EXPECT_EQ(out, (std::vector<int32_t>{blocks[0], blocks[1]}));
   EXPECT_EQ(pool.num_used(), 2);  // locked by the match
   EXPECT_EQ(pool.num_cached(), 1);
   for (int32_t x : out) pool.decref(x);
+  rc.unlock(node);
   EXPECT_EQ(pool.num_cached(), 3);
 
   // max_blocks limits the match; another namespace sees nothing.
   out.clear();
-  rc.match_prefix(0, a.data(), 1, out);
+  node = rc.match_prefix("", a.data(), 1, out);
   EXPECT_EQ(out.size(), 1u);
   pool.decref(out[0]);
+  rc.unlock(node);
   out.clear();
-  rc.match_prefix(42, a.data(), 3, out);
+  node = rc.match_prefix("42", a.data(), 3, out);
   EXPECT_TRUE(out.empty());
+  rc.unlock(node);
 }
 
 TEST(RadixCache, DuplicateInsertSwitchesToTheCachedBlock) {
@@ -71,8 +77,8 @@ TEST(RadixCache, DuplicateInsertSwitchesToTheCachedBlock) {
   ASSERT_TRUE(pool.allocate(2, s1));
   ASSERT_TRUE(pool.allocate(2, s2));
   std::vector<int32_t> none;
-  RadixCache::Node* n1 = rc.match_prefix(0, a.data(), 2, none);
-  RadixCache::Node* n2 = n1;
+  RadixCache::Node* n1 = rc.match_prefix("", a.data(), 2, none);
+  RadixCache::Node* n2 = rc.match_prefix("", a.data(), 2, none);
   n1 = rc.insert(n1, a.data(), &s1[0]);
   n2 = rc.insert(n2, a.data(), &s2[0]);
   EXPECT_EQ(s2[0], s1[0]);  // switched to the cached block; its own went back to the pool
@@ -92,19 +98,21 @@ TEST(RadixCache, EvictsUnreferencedLeavesInLruOrderAndNeverLockedOnes) {
   EXPECT_EQ(pool.num_cached(), 4);
   // Lock the old prefix's first block.
   std::vector<int32_t> locked;
-  rc.match_prefix(0, old_seq.data(), 1, locked);
+  RadixCache::Node* lock = rc.match_prefix("", old_seq.data(), 1, locked);
   // Evict 1: the old sequence's second block (oldest unreferenced leaf).
   EXPECT_EQ(rc.evict(1), 1);
   std::vector<int32_t> out;
-  rc.match_prefix(0, new_seq.data(), 2, out);
+  RadixCache::Node* node = rc.match_prefix("", new_seq.data(), 2, out);
   EXPECT_EQ(out.size(), 2u);  // the newer sequence is intact
   for (int32_t x : out) pool.decref(x);
+  rc.unlock(node);
   // Everything unreferenced can go; the locked block stays.
   EXPECT_EQ(rc.evict(100), 2);
   EXPECT_EQ(pool.num_cached(), 0);
   EXPECT_EQ(pool.num_used(), 1);
   EXPECT_EQ(rc.num_nodes(), 1);
   pool.decref(locked[0]);
+  rc.unlock(lock);
   EXPECT_EQ(pool.num_cached(), 1);
   EXPECT_EQ(rc.evict(100), 1);
   EXPECT_EQ(pool.num_free(), 16);
@@ -120,8 +128,118 @@ TEST(RadixCache, LfuKeepsFrequentlyUsedPrefixes) {
   cache_sequence(rc, pool, cold);                             // most recent, but used once
   EXPECT_EQ(rc.evict(1), 1);
   std::vector<int32_t> out;
-  rc.match_prefix(0, hot.data(), 1, out);
+  rc.match_prefix("", hot.data(), 1, out);
   EXPECT_EQ(out.size(), 1u);  // LRU would have evicted `hot`
+}
+
+}  // namespace
+}  // namespace pdserve::kv
+
+namespace pdserve::kv {
+namespace {
+
+TEST(RadixCache, LockRefsProtectTheWholePathAndCountsStayExact) {
+  BlockPool pool(32);
+  RadixCache rc(pool, kBs, EvictionPolicy::kLru);
+  auto a = seq(12, 0);  // blocks A0 A1 A2
+  auto b = a;
+  b[4] = 99;            // shares A0, then its own B1 B2
+  cache_sequence(rc, pool, a);
+  cache_sequence(rc, pool, b);
+  EXPECT_EQ(rc.num_nodes(), 5);
+  EXPECT_EQ(rc.evictable_size(), 5);
+  EXPECT_EQ(rc.protected_size(), 0);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+
+  // A sequence holding all of `a` locks A0 A1 A2 (the walk to the root), not B1 B2.
+  std::vector<int32_t> held;
+  RadixCache::Node* n = rc.match_prefix("", a.data(), 3, held);
+  EXPECT_EQ(rc.protected_size(), 3);
+  EXPECT_EQ(rc.evictable_size(), 2);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+  EXPECT_EQ(rc.evict(100), 2);  // only B2 then B1
+  EXPECT_EQ(rc.num_nodes(), 3);
+  EXPECT_EQ(rc.evictable_size(), 0);
+  EXPECT_EQ(rc.evict(100), 0);
+
+  // A fork takes a second lock on the same node: one unlock keeps the path protected.
+  rc.lock(n);
+  rc.unlock(n);
+  EXPECT_EQ(rc.protected_size(), 3);
+  for (int32_t x : held) pool.decref(x);
+  rc.unlock(n);
+  EXPECT_EQ(rc.protected_size(), 0);
+  EXPECT_EQ(rc.evictable_size(), 3);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+  EXPECT_EQ(rc.evict(100), 3);
+  EXPECT_EQ(pool.num_free(), 32);
+  EXPECT_EQ(rc.num_namespaces(), 0u);
+}
+
+TEST(RadixCache, HundredThousandBlocksInsertAndEvictWithExactCounts) {
+  constexpr int kSeqs = 1000, kBlocksPerSeq = 100;
+  BlockPool pool(kSeqs * kBlocksPerSeq);
+  RadixCache rc(pool, kBs, EvictionPolicy::kLru);
+  for (int s = 0; s < kSeqs; ++s) {
+    std::vector<int32_t> t = seq(kBlocksPerSeq * kBs, 0);
+    t[0] = 1000000 + s;  // distinct first blocks: 1000 chains of 100 blocks
+    cache_sequence(rc, pool, t);
+  }
+  ASSERT_EQ(rc.num_nodes(), kSeqs * kBlocksPerSeq);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+  EXPECT_EQ(pool.num_free(), 0);
+  // LRU: the first chain inserted goes first, tail block first.
+  for (int k = 0; k < kSeqs; ++k) {
+    ASSERT_EQ(rc.evict(kBlocksPerSeq), kBlocksPerSeq);
+    ASSERT_EQ(rc.evictable_size(), pool.num_cached());
+    if (k == kSeqs / 2) {
+      // The chains inserted later are intact; earlier ones are gone.
+      std::vector<int32_t> t = seq(kBlocksPerSeq * kBs, 0), out;
+      t[0] = 1000000 + k + 1;
+      RadixCache::Node* n = rc.match_prefix("", t.data(), kBlocksPerSeq, out);
+      EXPECT_EQ(out.size(), static_cast<size_t>(kBlocksPerSeq));
+      for (int32_t x : out) pool.decref(x);
+      rc.unlock(n);
+      t[0] = 1000000 + k;
+      out.clear();
+      n = rc.match_prefix("", t.data(), kBlocksPerSeq, out);
+      EXPECT_TRUE(out.empty());
+      rc.unlock(n);
+    }
+  }
+  EXPECT_EQ(rc.num_nodes(), 0);
+  EXPECT_EQ(pool.num_free(), kSeqs * kBlocksPerSeq);
+  EXPECT_EQ(rc.num_namespaces(), 0u);
+}
+
+TEST(RadixCache, NamespacesAreKeyedBySaltAndFreedWithTheirLastBlock) {
+  BlockPool pool(6000);
+  RadixCache rc(pool, kBs, EvictionPolicy::kLru);
+  auto t = seq(kBs, 0);
+  for (int i = 0; i < 5000; ++i) cache_sequence(rc, pool, t, "tenant-" + std::to_string(i));
+  EXPECT_EQ(rc.num_namespaces(), 5000u);
+  EXPECT_EQ(rc.num_nodes(), 5000);
+  EXPECT_EQ(rc.evict(5000), 5000);
+  EXPECT_EQ(rc.num_namespaces(), 0u);
+
+  // Salts equal in their first 8 bytes are still different namespaces.
+  cache_sequence(rc, pool, t, "abcdefgh-1");
+  std::vector<int32_t> out;
+  RadixCache::Node* n = rc.match_prefix("abcdefgh-2", t.data(), 1, out);
+  EXPECT_TRUE(out.empty());
+  rc.unlock(n);
+  n = rc.match_prefix("abcdefgh-1", t.data(), 1, out);
+  EXPECT_EQ(out.size(), 1u);
+  for (int32_t x : out) pool.decref(x);
+  rc.unlock(n);
+  EXPECT_EQ(rc.num_namespaces(), 1u);  // the empty lookup's root went with its lock
+
+  // A root that is only locked (a sequence matched nothing yet) survives eviction.
+  n = rc.match_prefix("busy", t.data(), 1, out = {});
+  EXPECT_EQ(rc.evict(10), 1);
+  EXPECT_EQ(rc.num_namespaces(), 1u);
+  rc.unlock(n);
+  EXPECT_EQ(rc.num_namespaces(), 0u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "kernels/matmul.h"
 #include "kv/block_pool.h"
+#include "kv/block_table.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/synth.h"

@@ -1,0 +1,100 @@
+#include "kv/kv_cache_manager.h"
+
+#include <cassert>
+
+#include "kv/block_pool.h"
+#include "kv/radix_cache.h"
+
+namespace pdserve::kv {
+
+namespace {
+
+RadixCache::Node* node_of(const KvSeq& s) { return static_cast<RadixCache::Node*>(s.cache_node); }
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(const KvCacheShape& shape, bool prefix_caching, EvictionPolicy eviction)
+    : storage_(shape), pool_(std::make_unique<BlockPool>(shape.num_blocks)) {
+  if (prefix_caching) cache_ = std::make_unique<RadixCache>(*pool_, shape.block_size, eviction);
+}
+
+KvCacheManager::~KvCacheManager() = default;
+
+int KvCacheManager::match_prefix(KvSeq& seq, const std::string& ns, const int32_t* tokens, int max_tokens) {
+  assert(seq.block_table.blocks.empty() && !seq.cache_node);
+  if (!cache_) return 0;
+  seq.cache_node = cache_->match_prefix(ns, tokens, max_tokens / block_size(), seq.block_table.blocks);
+  seq.num_cached_blocks = seq.num_blocks();
+  return seq.num_cached_blocks * block_size();
+}
+
+bool KvCacheManager::allocate_slots(KvSeq& seq, int num_tokens) {
+  const int64_t need = blocks_for(num_tokens) - seq.num_blocks();
+  if (need <= 0) return true;
+  if (need > pool_->num_free() && cache_) cache_->evict(static_cast<int>(need - pool_->num_free()));
+  return pool_->allocate(static_cast<int32_t>(need), seq.block_table.blocks);
+}
+
+void KvCacheManager::cache_full_blocks(KvSeq& seq, const int32_t* tokens, int num_tokens) {
+  if (!cache_ || !seq.cache_node) return;
+  const int full = std::min(num_tokens / block_size(), seq.num_blocks());
+  auto* node = node_of(seq);
+  for (int b = seq.num_cached_blocks; b < full; ++b)
+    node = cache_->insert(node, tokens + static_cast<int64_t>(b) * block_size(), &seq.block_table.blocks[b]);
+  seq.cache_node = node;
+  seq.num_cached_blocks = std::max(seq.num_cached_blocks, full);
+}
+
+bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
+  assert(child.block_table.blocks.empty() && !child.cache_node);
+  const int full = num_tokens / block_size();
+  const bool partial = num_tokens % block_size() != 0;
+  std::vector<int32_t> copy;
+  if (partial) {
+    if (1 > pool_->num_free() && cache_) cache_->evict(1);
+    if (!pool_->allocate(1, copy)) return false;
+  }
+  for (int b = 0; b < full; ++b) {
+    pool_->incref(parent.block_table.blocks[b]);
+    child.block_table.blocks.push_back(parent.block_table.blocks[b]);
+  }
+  if (partial) {
+    storage_.copy_block(parent.block_table.blocks[full], copy[0]);
+    child.block_table.blocks.push_back(copy[0]);
+  }
+  child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
+  if (parent.cache_node) {
+    // The child's cached path is the parent's (its first num_cached_blocks blocks).
+    assert(parent.num_cached_blocks <= full);
+    child.cache_node = parent.cache_node;
+    cache_->lock(node_of(child));
+  }
+  return true;
+}
+
+void KvCacheManager::free(KvSeq& seq) {
+  auto& b = seq.block_table.blocks;
+  for (auto it = b.rbegin(); it != b.rend(); ++it) pool_->decref(*it);
+  b.clear();
+  if (seq.cache_node) cache_->unlock(node_of(seq));
+  seq.cache_node = nullptr;
+  seq.num_cached_blocks = 0;
+}
+
+KvUsage KvCacheManager::usage() const {
+  KvUsage u;
+  u.total = pool_->num_blocks();
+  u.used = pool_->num_used();
+  u.cached = pool_->num_cached();
+  u.free = pool_->num_free();
+  return u;
+}
+
+size_t KvCacheManager::num_cache_namespaces() const { return cache_ ? cache_->num_namespaces() : 0; }
+int64_t KvCacheManager::num_evictable_blocks() const { return cache_ ? cache_->evictable_size() : 0; }
+int64_t KvCacheManager::num_protected_blocks() const { return cache_ ? cache_->protected_size() : 0; }
+
+uint8_t* KvCacheManager::block_k(int layer, int32_t block) { return storage_.block_k(layer, block); }
+uint8_t* KvCacheManager::block_v(int layer, int32_t block) { return storage_.block_v(layer, block); }
+
+}  // namespace pdserve::kv

@@ -1,0 +1,108 @@
+// KvCacheManager: the one KV contract of the engine and the scheduler (vLLM v1's
+// KVCacheManager over its BlockPool; SGLang's radix cache for prefix sharing). It owns
+// the block pool, the K/V storage and the radix prefix cache (and, later, the tiers below
+// them); everything above it sees sequences' block tables and these calls only.
+//
+// Not thread-safe: the engine thread calls it, except for the block accessors, which a
+// KV transfer may use from its own thread on blocks the engine has handed to it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kv/block_table.h"
+#include "kv/eviction_policy.h"
+#include "kv/kv_cache.h"
+
+namespace pdserve::kv {
+
+class BlockPool;
+class RadixCache;
+
+/// A sequence's KV state. Owned by the sequence, changed only by the manager.
+struct KvSeq {
+  /// Blocks in position order; positions [0, blocks.size() * block_size) have slots.
+  BlockTable block_table;
+  /// Leading blocks the radix cache holds (matched or inserted): their K/V are shared.
+  int num_cached_blocks = 0;
+  /// The radix node of block num_cached_blocks - 1 (or a namespace root): locked while
+  /// set. Opaque outside the manager.
+  void* cache_node = nullptr;
+
+  int num_blocks() const { return static_cast<int>(block_table.blocks.size()); }
+};
+
+/// Block counts; used + cached + free == total.
+struct KvUsage {
+  int64_t total = 0;
+  int64_t used = 0;    // ref count > 0 (some sequence holds them)
+  int64_t cached = 0;  // held only by the prefix cache (reusable, evictable)
+  int64_t free = 0;
+};
+
+class KvCacheManager {
+ public:
+  /// Allocates the pool and storage for `shape` (shape.num_blocks blocks). Without
+  /// `prefix_caching` nothing is shared between requests.
+  KvCacheManager(const KvCacheShape& shape, bool prefix_caching, EvictionPolicy eviction);
+  ~KvCacheManager();
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  const KvCacheShape& shape() const { return storage_.shape(); }
+  int block_size() const { return shape().block_size; }
+  int32_t num_blocks() const { return shape().num_blocks; }
+  bool prefix_caching() const { return cache_ != nullptr; }
+  /// Blocks that hold `num_tokens` tokens: ceil(num_tokens / block_size).
+  int64_t blocks_for(int64_t num_tokens) const { return (num_tokens + block_size() - 1) / block_size(); }
+
+  /// Admission: the longest cached prefix of `tokens` in namespace `ns` (the request's
+  /// cache_salt; "" is the default), in whole blocks covering at most `max_tokens`
+  /// tokens. `seq` must hold no blocks; it gets the hit blocks (locked against eviction).
+  /// Returns the tokens hit (a multiple of the block size; 0 without prefix caching).
+  int match_prefix(KvSeq& seq, const std::string& ns, const int32_t* tokens, int max_tokens);
+
+  /// Gives `seq` slots for positions [0, num_tokens), evicting unreferenced cached
+  /// blocks when the free list is short. All or nothing: false (and nothing taken) when
+  /// the pool cannot supply them.
+  bool allocate_slots(KvSeq& seq, int num_tokens);
+
+  /// Hands the radix cache the full blocks among `seq`'s first `num_tokens` tokens
+  /// (`tokens` = the sequence's token ids). A block whose content is already cached is
+  /// swapped for the cached one. No-op without prefix caching or before match_prefix.
+  void cache_full_blocks(KvSeq& seq, const int32_t* tokens, int num_tokens);
+
+  /// Copy-on-write fork: `child` (holding no blocks) shares `parent`'s full blocks of
+  /// positions [0, num_tokens) and gets a private copy of the partial last one. False
+  /// (child unchanged) when no block is free for that copy.
+  bool fork(const KvSeq& parent, int num_tokens, KvSeq& child);
+
+  /// Drops `seq`'s blocks, tail first (so a prefix outlives its tails in the LRU order),
+  /// and its lock; blocks the radix cache holds stay cached.
+  void free(KvSeq& seq);
+
+  KvUsage usage() const;
+  /// Radix-cache namespaces currently alive (0 or more; each has blocks or a lock).
+  size_t num_cache_namespaces() const;
+  /// Radix-cache blocks no sequence holds (evictable) / some sequence holds (protected).
+  int64_t num_evictable_blocks() const;
+  int64_t num_protected_blocks() const;
+
+  /// Per-layer views of the K/V storage for the forward pass.
+  const std::vector<kernels::KvLayerView>& layers() const { return storage_.layers(); }
+  /// Bytes of K (= of V) of one block in one layer.
+  size_t block_bytes() const { return static_cast<size_t>(shape().bytes_per_layer_block()); }
+  /// K / V of `block` in `layer` (block_bytes() each): KV transfer reads and writes them.
+  uint8_t* block_k(int layer, int32_t block);
+  uint8_t* block_v(int layer, int32_t block);
+
+ private:
+  KvCache storage_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<RadixCache> cache_;  // null without prefix caching
+};
+
+}  // namespace pdserve::kv

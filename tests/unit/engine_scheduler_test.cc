@@ -1,0 +1,289 @@
+// Scheduler against a real KvCacheManager, without a model: admission under the token
+// budget and max_seqs, decodes before prefill chunks, chunked prefill, preemption when the
+// pool runs out, the priority policy, prefix-cache hits at admission, and that every
+// block comes back (free + cached == total) when sequences end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+
+#include "engine/scheduler.h"
+#include "gguf/gguf.h"
+#include "kv/kv_cache_manager.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::engine {
+namespace {
+
+constexpr int kBs = 4;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A vocabulary file only (Sequence keeps a detokenizer); no model is loaded.
+    auto f = gguf::GgufFile::open("../shared/tokenizer/ggml-vocab-llama-spm.gguf");
+    ASSERT_TRUE(f.ok()) << f.error();
+    auto t = tokenizer::Tokenizer::from_gguf(*f.value());
+    ASSERT_TRUE(t.ok()) << t.error();
+    tok_ = t.value().release();
+  }
+
+  void make(int num_blocks, SchedulerConfig cfg, bool prefix_cache = true) {
+    kv::KvCacheShape shape;
+    shape.n_layers = 1;
+    shape.n_kv_heads = 1;
+    shape.head_dim = 2;
+    shape.block_size = kBs;
+    shape.num_blocks = num_blocks;
+    kv_ = std::make_unique<kv::KvCacheManager>(shape, prefix_cache, kv::EvictionPolicy::kLru);
+    sched_ = std::make_unique<Scheduler>(cfg, *kv_);
+  }
+
+  /// Adds a sequence with `len` prompt tokens starting at id `first`, arriving at `t`.
+  Sequence* add(int64_t id, int len, double t, int priority = 0, int first = 100) {
+    std::vector<int32_t> prompt(len);
+    std::iota(prompt.begin(), prompt.end(), first);
+    auto s = std::make_unique<Sequence>(id, prompt, SamplingParams{}, nullptr, *tok_, 0);
+    s->arrival_time = t;
+    s->priority = priority;
+    s->role_prompt_len = len;
+    Sequence* raw = s.get();
+    sched_->add(std::move(s));
+    return raw;
+  }
+
+  /// What the engine does after a forward pass: advance, cache, sample (token 7).
+  void run(const std::vector<ScheduledSeq>& plan) {
+    for (const ScheduledSeq& p : plan) {
+      p.seq->num_computed += p.n_tokens;
+      sched_->on_computed(*p.seq);
+      if (p.needs_logits) p.seq->tokens.push_back(7);
+    }
+  }
+
+  int tokens_of(const std::vector<ScheduledSeq>& plan, const Sequence* s) {
+    for (const auto& p : plan)
+      if (p.seq == s) return p.n_tokens;
+    return 0;
+  }
+
+  void expect_all_blocks_back() {
+    const kv::KvUsage u = kv_->usage();
+    EXPECT_EQ(u.used, 0);
+    EXPECT_EQ(u.free + u.cached, u.total);
+  }
+
+  static tokenizer::Tokenizer* tok_;
+  std::unique_ptr<kv::KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+};
+
+tokenizer::Tokenizer* SchedulerTest::tok_ = nullptr;
+
+TEST_F(SchedulerTest, AdmitsUnderTheTokenBudgetAndChunksTheRest) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 32;
+  make(64, cfg);
+  Sequence* a = add(1, 20, 1.0, 0, 100);  // distinct prompts: no prefix-cache hits
+  Sequence* b = add(2, 20, 2.0, 0, 200);
+  Sequence* c = add(3, 20, 3.0, 0, 300);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(tokens_of(plan, a), 20);
+  EXPECT_TRUE(plan[0].needs_logits);
+  EXPECT_EQ(tokens_of(plan, b), 12);  // a chunk of what the budget leaves
+  EXPECT_FALSE(plan[1].needs_logits);
+  EXPECT_EQ(tokens_of(plan, c), 0);
+  EXPECT_EQ(sched_->num_running(), 2u);
+  EXPECT_EQ(sched_->num_waiting(), 1u);
+  // Only the slots for scheduled tokens are taken: 5 blocks for a, 3 for b's 12 tokens.
+  EXPECT_EQ(kv_->usage().used, 8);
+  run(plan);
+
+  // Next step: a's decode first, then b's remaining 8 prompt tokens, then c's chunk.
+  plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].seq, a);
+  EXPECT_EQ(plan[0].n_tokens, 1);
+  EXPECT_EQ(plan[1].seq, b);
+  EXPECT_EQ(plan[1].n_tokens, 8);
+  EXPECT_EQ(plan[2].seq, c);
+  EXPECT_EQ(plan[2].n_tokens, 20);  // all of c: 23 tokens of budget were left
+  run(plan);
+  for (Sequence* s : {a, b, c}) sched_->finish(s);
+  expect_all_blocks_back();
+}
+
+TEST_F(SchedulerTest, MaxSeqsAndLongPrefillThresholdLimitAStep) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 100;
+  cfg.max_seqs = 2;
+  cfg.long_prefill_threshold = 6;
+  make(64, cfg);
+  Sequence* a = add(1, 10, 1.0);
+  Sequence* b = add(2, 3, 2.0);
+  add(3, 3, 3.0);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(tokens_of(plan, a), 6);
+  EXPECT_EQ(tokens_of(plan, b), 3);
+  EXPECT_EQ(sched_->num_waiting(), 1u);
+}
+
+TEST_F(SchedulerTest, PreemptsTheLatestArrivalWhenBlocksRunOutAndRecomputesIt) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 64;
+  make(4, cfg, /*prefix_cache=*/false);
+  Sequence* a = add(1, 8, 1.0);  // 2 blocks each: the pool is full after admission
+  Sequence* b = add(2, 8, 2.0);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(kv_->usage().free, 0);
+  run(plan);
+  // Both need a third block for their first decode: b (later arrival) is preempted.
+  plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].seq, a);
+  EXPECT_EQ(sched_->num_preemptions(), 1);
+  EXPECT_EQ(b->num_preemptions, 1);
+  EXPECT_EQ(b->num_computed, 0);
+  EXPECT_TRUE(b->kv.block_table.blocks.empty());
+  EXPECT_EQ(sched_->num_waiting(), 1u);
+  run(plan);
+  sched_->finish(a);
+  // b is readmitted and recomputes its prompt plus the token it had sampled.
+  plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].seq, b);
+  EXPECT_EQ(plan[0].n_tokens, 9);
+  sched_->finish(b);
+  expect_all_blocks_back();
+}
+
+TEST_F(SchedulerTest, AdmissionNeverTakesBlocksItCannotUse) {
+  SchedulerConfig cfg;
+  make(4, cfg);
+  Sequence* a = add(1, 12, 1.0);  // 3 blocks
+  auto plan = sched_->schedule();
+  run(plan);
+  add(2, 8, 2.0, 0, 500);  // needs 2 blocks, one is free: not admitted, holds nothing
+  plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);  // only a's decode (into its 4th block)
+  EXPECT_EQ(plan[0].seq, a);
+  EXPECT_EQ(sched_->num_waiting(), 1u);
+  EXPECT_EQ(kv_->usage().used, 4);
+  sched_->finish(a);
+}
+
+TEST_F(SchedulerTest, PriorityPolicyAdmitsLowerValuesFirst) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 8;
+  cfg.policy = SchedulingPolicy::kPriority;
+  make(64, cfg);
+  add(1, 8, 1.0, /*priority=*/5);
+  Sequence* urgent = add(2, 8, 2.0, /*priority=*/-1);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].seq, urgent);
+
+  SchedulerConfig fcfs = cfg;
+  fcfs.policy = SchedulingPolicy::kFcfs;
+  make(64, fcfs);
+  Sequence* first = add(1, 8, 1.0, 5);
+  add(2, 8, 2.0, -1);
+  plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].seq, first);
+}
+
+TEST_F(SchedulerTest, ReusesCachedPromptBlocksAtAdmission) {
+  SchedulerConfig cfg;
+  make(16, cfg);
+  Sequence* a = add(1, 10, 1.0);
+  run(sched_->schedule());
+  sched_->finish(a);
+  EXPECT_EQ(kv_->usage().cached, 2);  // the two full prompt blocks
+  Sequence* b = add(2, 10, 2.0);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(b->cached_tokens, 8);
+  EXPECT_EQ(plan[0].n_tokens, 2);
+  EXPECT_EQ(sched_->prefix_queries(), 20);
+  EXPECT_EQ(sched_->prefix_hits(), 8);
+  // A whole-block prompt still computes its last token.
+  Sequence* c = add(3, 8, 3.0);
+  plan = sched_->schedule();
+  EXPECT_EQ(c->cached_tokens, 4);
+  EXPECT_EQ(tokens_of(plan, c), 4);
+  sched_->finish(b);
+  sched_->finish(c);
+  expect_all_blocks_back();
+  EXPECT_EQ(kv_->num_evictable_blocks(), kv_->usage().cached);
+}
+
+TEST_F(SchedulerTest, ForkSharesFullBlocksAndCopiesThePartialOne) {
+  SchedulerConfig cfg;
+  make(16, cfg);
+  Sequence* a = add(1, 10, 1.0);
+  run(sched_->schedule());
+  kv::KvSeq child;
+  ASSERT_TRUE(kv_->fork(a->kv, 10, child));
+  ASSERT_EQ(child.num_blocks(), 3);
+  EXPECT_EQ(child.block_table.blocks[0], a->kv.block_table.blocks[0]);
+  EXPECT_EQ(child.block_table.blocks[1], a->kv.block_table.blocks[1]);
+  EXPECT_NE(child.block_table.blocks[2], a->kv.block_table.blocks[2]);
+  EXPECT_EQ(kv_->usage().used, 4);
+  sched_->finish(a);
+  EXPECT_EQ(kv_->num_protected_blocks(), 2);  // the child still holds the cached prefix
+  kv_->free(child);
+  expect_all_blocks_back();
+}
+
+}  // namespace
+}  // namespace pdserve::engine
+
+namespace pdserve::engine {
+namespace {
+
+TEST_F(SchedulerTest, SaltedChurnKeepsEveryCachedBlockEvictable) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 2048;
+  make(64, cfg);
+  int64_t id = 1;
+  for (int wave = 0; wave < 20; ++wave) {
+    std::vector<Sequence*> seqs;
+    for (int i = 0; i < 100; ++i) {
+      Sequence* s = add(id, 11, static_cast<double>(id), 0, 100);
+      s->cache_salt = "tenant-" + std::to_string(id);
+      ++id;
+      seqs.push_back(s);
+    }
+    // Run until every sequence has its one token, finishing each as it gets it.
+    while (!seqs.empty()) {
+      auto plan = sched_->schedule();
+      ASSERT_FALSE(plan.empty());
+      run(plan);
+      for (const auto& p : plan)
+        if (p.needs_logits) {
+          sched_->finish(p.seq);
+          seqs.erase(std::find(seqs.begin(), seqs.end(), p.seq));
+        }
+      ASSERT_EQ(kv_->num_evictable_blocks(), kv_->usage().cached) << "wave " << wave;
+    }
+    expect_all_blocks_back();
+  }
+  // One sequence can still grow, step by step, to the whole pool.
+  Sequence* big = add(id, 11, static_cast<double>(id), 0, 900);
+  while (big->tokens.size() < 64 * kBs) {
+    auto plan = sched_->schedule();
+    ASSERT_EQ(plan.size(), 1u) << big->tokens.size() << " tokens, " << kv_->usage().free << " free, "
+                               << kv_->usage().cached << " cached, " << kv_->num_evictable_blocks() << " evictable";
+    run(plan);
+  }
+  EXPECT_EQ(sched_->num_preemptions(), 0);
+  sched_->finish(big);
+}
+
+}  // namespace
+}  // namespace pdserve::engine
