@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -78,7 +80,8 @@ const std::string kRefs = "../shared/reference/";
 TEST_F(ModelIsaEquivalence, Stories260K) { check_paths(kModels + "stories260K.gguf", kRefs + "stories260K.json"); }
 TEST_F(ModelIsaEquivalence, LlamaF16) { check_paths(kModels + "synth-llama-small-f16.gguf", kRefs + "synth-llama-small-f16.json"); }
 TEST_F(ModelIsaEquivalence, LlamaBf16) {
-  const std::string out = (std::filesystem::temp_directory_path() / "pdserve-test-isa-synth-llama-small-bf16.gguf").string();
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pdserve-test-isa-synth-llama-small-bf16-" + std::to_string(getpid()) + ".gguf")).string();
   ASSERT_TRUE(model::quantize_file(kModels + "synth-llama-small-f16.gguf", out, "BF16").ok());
   check_paths(out, kRefs + "synth-llama-small-bf16.json");
   std::filesystem::remove(out);
