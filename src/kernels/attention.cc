@@ -40,19 +40,14 @@ inline float dot_f16_q(const float* qh, const uint16_t* kh, int d) {
 // A SIMD f16 kernel: paged_attention_group's arguments (one head = a group of one).
 using F16AttentionFn = void (*)(const float*, int, const KvLayerView&, int, const int32_t*, int, float, float*);
 
-bool avx2_f16c_available() { return isa_available(Isa::kAvx2) && __builtin_cpu_supports("f16c"); }
-
 // The one dispatch point of the f16 kernels: the requested path, or the next one down that
 // this CPU has (AVX-512 → AVX2 → scalar). nullptr = scalar.
 F16AttentionFn select_f16(Isa isa) {
-  if (isa == Isa::kAuto) {
-    static const F16AttentionFn best = select_f16(Isa::kAvx512Vnni);
-    return best;
+  switch (resolve_isa(isa)) {
+    case Isa::kAvx512Vnni: return avx512::paged_attention_f16_group;
+    case Isa::kAvx2: return avx2::paged_attention_f16_group;
+    default: return nullptr;
   }
-  if (isa == Isa::kAvx512Vnni && isa_available(Isa::kAvx512Vnni) && __builtin_cpu_supports("f16c"))
-    return avx512::paged_attention_f16_group;
-  if ((isa == Isa::kAvx512Vnni || isa == Isa::kAvx2) && avx2_f16c_available()) return avx2::paged_attention_f16_group;
-  return nullptr;
 }
 
 }  // namespace
@@ -159,7 +154,7 @@ void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_he
 }
 
 bool attention_has_simd(Isa isa) {
-  if (isa == Isa::kAuto) return select_f16(Isa::kAvx512Vnni) != nullptr;
+  if (isa == Isa::kAuto) return select_f16(isa) != nullptr;
   if (isa == Isa::kAvx512Vnni) return select_f16(isa) == avx512::paged_attention_f16_group;
   if (isa == Isa::kAvx2) return select_f16(isa) == avx2::paged_attention_f16_group;
   return false;

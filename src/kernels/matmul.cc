@@ -21,32 +21,6 @@ bool matmul_supports(GgmlType type) {
   return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || is_quantized(type);
 }
 
-bool isa_available(Isa isa) {
-  switch (isa) {
-    case Isa::kAuto: case Isa::kScalar: return true;
-    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::kAvx512Vnni:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512vnni");
-  }
-  return false;
-}
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAuto: return "auto";
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512Vnni: return "avx512vnni";
-  }
-  return "?";
-}
-
-Isa best_isa() {
-  static const Isa best = isa_available(Isa::kAvx512Vnni) ? Isa::kAvx512Vnni : isa_available(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
-  return best;
-}
-
 bool has_quant_kernel(Isa isa, GgmlType t) {
   switch (isa) {
     case Isa::kScalar: return qgemm_scalar(t, QOrder::kVecDot).gemm != nullptr;
@@ -62,10 +36,10 @@ namespace {
 // The one dispatch point of the quantised kernels: the ISA's kernel for the type and
 // order, falling back to the next path down for a type it lacks.
 QKernel select_qgemm(Isa isa, GgmlType t, QOrder order) {
-  if (isa == Isa::kAuto) isa = best_isa();
+  isa = resolve_isa(isa);
   QKernel k;
-  if (isa == Isa::kAvx512Vnni && isa_available(isa)) k = qgemm_avx512vnni(t, order);
-  if (!k.gemm && (isa == Isa::kAvx512Vnni || isa == Isa::kAvx2) && isa_available(Isa::kAvx2)) k = qgemm_avx2(t, order);
+  if (isa == Isa::kAvx512Vnni) k = qgemm_avx512vnni(t, order);
+  if (!k.gemm && (isa == Isa::kAvx512Vnni || isa == Isa::kAvx2)) k = qgemm_avx2(t, order);
   if (!k.gemm) k = qgemm_scalar(t, order);
   return k;
 }
@@ -213,7 +187,7 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
   const int64_t n_chunks = (w.rows + kFloatRowChunk - 1) / kFloatRowChunk;
 #pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens))
   for (int64_t c = 0; c < n_chunks; ++c)
-    matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y, w.rows);
+    matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y, w.rows, isa);
 }
 
 void matmul_multi(const MatmulJob* jobs, int n_jobs, const float* x, int n_tokens, const uint8_t* gemm_order, Isa isa) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "gguf/ggml_types.h"
+#include "kernels/cpu_features.h"  // Isa
 
 namespace pdserve::kernels {
 
@@ -23,16 +24,10 @@ struct WeightView {
 /// kernels/quants.h (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
 bool matmul_supports(gguf::GgmlType type);
 
-/// Instruction-set paths of the quantised kernels. kAuto picks the best the CPU has
-/// (checked at run time); the others force one path (tests, benchmarks). Every path
-/// computes the scalar reference's arithmetic (quants.h vec_dot_scalar) bit for bit.
-enum class Isa { kAuto, kScalar, kAvx2, kAvx512Vnni };
-bool isa_available(Isa isa);
-const char* isa_name(Isa isa);
-/// The path kAuto resolves to on this CPU.
-Isa best_isa();
 /// True when `isa` has its own kernel for quantised type `t` (else matmul falls back to
-/// the next path down: AVX-512 VNNI → AVX2 → scalar).
+/// the next path down: AVX-512 VNNI → AVX2 → scalar). Every path computes the scalar
+/// reference's arithmetic (quants.h vec_dot_scalar) bit for bit; `isa` of matmul() and
+/// matmul_multi(): kernels/cpu_features.h (kAuto = best_isa()).
 bool has_quant_kernel(Isa isa, gguf::GgmlType t);
 
 /// y[n_tokens][w.rows] = x[n_tokens][w.cols] · Wᵀ. Parallel over rows (OpenMP).

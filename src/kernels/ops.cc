@@ -1,11 +1,42 @@
 #include "kernels/ops.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+
+#include "kernels/ops_simd.h"
 
 namespace pdserve::kernels {
+namespace {
+
+// 2^k as a float, k in [-126, 127].
+inline float pow2i(int32_t k) { return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23); }
+
+// One lane of ggml_v_expf (ggml-cpu/vec.h, AVX-512 branch), operation by operation as the
+// AVX-512 and AVX2 versions (ops_avx512.cc, ops_avx2.cc) compute it. The multiply-adds are
+// explicit: nothing else may be contracted.
+float v_expf_lane(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;  // round(x / ln 2)
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                           std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::isnan(n)) return j;
+  if (std::fabs(n) > 192) return n <= 0 ? 0.f : INFINITY;
+  // _mm512_scalef_ps(j, n) = j·2^n rounded once: j·2^⌊n/2⌋ is exact (normal), then one
+  // rounding multiply by 2^(n − ⌊n/2⌋).
+  const auto k = static_cast<int32_t>(n);
+  const int32_t k1 = k >> 1;
+  return j * pow2i(k1) * pow2i(k - k1);
+}
+
+// ggml_v_silu on one lane: x / (1 + v_expf(−x)).
+inline float silu_v_expf(float x) { return x / (1.0f + v_expf_lane(-x)); }
+
+}  // namespace
 
 void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
   // ggml_compute_forward_rms_norm_f32 (+ the fused RMS_NORM+MUL): squares rounded to
@@ -47,45 +78,18 @@ void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_s
   rope_apply(x, rot_dim, cs, neox);
 }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-namespace {
-// ggml_v_expf / ggml_v_silu (ggml-cpu/vec.h, AVX-512 branch): the vectorized exp used
-// by ggml_vec_swiglu_f32.
-inline __m512 v_expf(__m512 x) {
-  const __m512 r = _mm512_set1_ps(0x1.8p23f);
-  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-  const __m512 n = _mm512_sub_ps(z, r);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-  const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
-  const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 j = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-  const __m512 res = _mm512_scalef_ps(j, n);
-  if (_mm512_kortestz(d, d)) return res;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
-  return _mm512_mask_blend_ps(d, res, alt);
-}
-inline __m512 v_silu(__m512 x) {
-  const __m512 neg_x = _mm512_sub_ps(_mm512_setzero_ps(), x);
-  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1), v_expf(neg_x)));
-}
-}  // namespace
-#endif
-
-void swiglu(float* gate, const float* up, int n) {
-  // ggml_vec_swiglu_f32 (ggml-cpu/vec.cpp) on one row: ggml_v_silu (the polynomial exp
-  // above) over 16-wide chunks from the start of the row, then x/(1+expf(-x)) on the last
-  // n % 16 values. Called once per token row, so the result is batch invariant.
-  int i = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(gate + i, _mm512_mul_ps(v_silu(_mm512_loadu_ps(gate + i)), _mm512_loadu_ps(up + i)));
-#endif
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void swiglu(float* gate, const float* up, int n, Isa isa) {
+  // ggml_vec_swiglu_f32 (ggml-cpu/vec.cpp) on one row: ggml_v_silu over 16-wide chunks
+  // from the start of the row, then x/(1+expf(-x)) on the last n % 16 values. Called once
+  // per token row, so the result is batch invariant.
+  const int n_vec = n / 16 * 16;
+  switch (resolve_isa(isa)) {
+    case Isa::kAvx512Vnni: avx512::swiglu_silu_chunks(gate, up, n_vec); break;
+    case Isa::kAvx2: avx2::swiglu_silu_chunks(gate, up, n_vec); break;
+    default:
+      for (int i = 0; i < n_vec; ++i) gate[i] = silu_v_expf(gate[i]) * up[i];
+  }
+  for (int i = n_vec; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void add_inplace(float* out, const float* x, int n) {

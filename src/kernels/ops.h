@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
+
 namespace pdserve::kernels {
 
 /// RMSNorm (Zhang & Sennrich 2019): out[i] = x[i] / sqrt(mean(x²) + eps) * w[i].
@@ -25,11 +27,12 @@ void rope_apply(float* x, int rot_dim, const float* cs, bool neox);
 void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox);
 
 /// SwiGLU gate (Shazeer 2020) on ONE token row of n = n_ff values:
-/// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x). Mirrors ggml_vec_swiglu_f32:
-/// with AVX-512 the vectorised exp on 16-wide chunks from the row start and expf on the
-/// row's n % 16 tail — so call it per row, never on a flattened [n_tokens][n_ff] array
-/// (that would make a token's numerics depend on its place in the batch).
-void swiglu(float* gate, const float* up, int n);
+/// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x). Mirrors ggml_vec_swiglu_f32
+/// of llama.cpp's AVX-512 build: ggml_v_silu (a polynomial exp) on 16-wide chunks from the
+/// row start and expf on the row's n % 16 tail — so call it per row, never on a flattened
+/// [n_tokens][n_ff] array (that would make a token's numerics depend on its place in the
+/// batch). Every `isa` path (cpu_features.h; kAuto = best_isa()) gives the same bits.
+void swiglu(float* gate, const float* up, int n, Isa isa = Isa::kAuto);
 
 /// out[i] += x[i].
 void add_inplace(float* out, const float* x, int n);

@@ -80,9 +80,13 @@ float vec_dot_q4_0_repack_scalar(const void* w, const void* act, int64_t n);
 void dequantize_kquant(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_kquant(gguf::GgmlType t, const float* src, void* dst, int64_t n);
 /// ActQ8K rows (ggml's quantize_row_q8_K_ref per 256 values, plus sums): AVX-512 when
-/// compiled for it, else the scalar path; both give the same bytes.
+/// best_isa() (cpu_features.h) is kAvx512Vnni, else the scalar path; both give the same bytes.
 void quantize_act_q8_k(const float* x, void* dst, int64_t n);
 void quantize_act_q8_k_scalar(const float* x, void* dst, int64_t n);
+namespace avx512 {
+/// quantize_act_q8_k with AVX-512 F/BW (quant_act_avx512.cc).
+void quantize_act_q8_k(const float* x, void* dst, int64_t n);
+}
 float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
 float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm);
 

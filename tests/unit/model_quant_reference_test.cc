@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -91,7 +94,9 @@ TEST(ModelQuantReference, LlamaF16) {
 }
 
 TEST(ModelQuantReference, LlamaBf16FromOurConverter) {
-  const std::string out = (std::filesystem::temp_directory_path() / "pdserve-test-synth-llama-small-bf16.gguf").string();
+  // Per process: ctest also runs this binary whole with PDSERVE_ISA set, concurrently.
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pdserve-test-synth-llama-small-bf16-" + std::to_string(getpid()) + ".gguf")).string();
   ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "BF16").ok());
   check_model(out, "../shared/reference/synth-llama-small-bf16.json", 0.02);
   std::filesystem::remove(out);

@@ -1,0 +1,111 @@
+#include "kernels/cpu_features.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pdserve::kernels {
+namespace {
+
+CpuFeatures detect() {
+  __builtin_cpu_init();
+  CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.f16c = __builtin_cpu_supports("f16c");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  return f;
+}
+
+// The best path of this CPU.
+Isa cpu_isa() {
+  static const Isa best = isa_available(Isa::kAvx512Vnni) ? Isa::kAvx512Vnni
+                          : isa_available(Isa::kAvx2)     ? Isa::kAvx2
+                                                          : Isa::kScalar;
+  return best;
+}
+
+Isa lower(Isa a, Isa b) { return static_cast<int>(a) < static_cast<int>(b) ? a : b; }
+
+// PDSERVE_ISA's cap (kAuto: none), with its warnings (on stderr: read at static
+// initialisation, before any logger is set up).
+Isa env_cap() {
+  const char* v = std::getenv("PDSERVE_ISA");
+  if (v == nullptr || *v == '\0') return Isa::kAuto;
+  const std::optional<Isa> isa = parse_isa(v);
+  if (!isa) {
+    std::fprintf(stderr, "pdserve: warning: PDSERVE_ISA='%s' is not one of auto, avx512, avx2, scalar: ignored (running %s)\n", v,
+                 isa_name(cpu_isa()));
+    return Isa::kAuto;
+  }
+  if (!isa_available(*isa))
+    std::fprintf(stderr, "pdserve: warning: PDSERVE_ISA=%s: this CPU lacks it, running %s\n", v, isa_name(cpu_isa()));
+  return *isa;
+}
+
+// The cap on kAuto (kAuto: none); starts as PDSERVE_ISA's.
+std::atomic<Isa>& cap() {
+  static std::atomic<Isa> c{env_cap()};
+  return c;
+}
+
+// Reads PDSERVE_ISA at program start, so that its warnings come first.
+[[maybe_unused]] const bool kEnvRead = (cap(), true);
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+bool isa_available(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (isa) {
+    case Isa::kAuto: case Isa::kScalar: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512Vnni: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
+  }
+  return false;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAuto: return "auto";
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni})
+    if (name == isa_name(isa)) return isa;
+  if (name == "avx512") return Isa::kAvx512Vnni;
+  return std::nullopt;
+}
+
+Isa best_isa() {
+  const Isa c = cap().load(std::memory_order_relaxed);
+  return c == Isa::kAuto ? cpu_isa() : lower(c, cpu_isa());
+}
+
+Isa force_isa(Isa isa) {
+  cap().store(isa, std::memory_order_relaxed);
+  return best_isa();
+}
+
+Isa resolve_isa(Isa isa) {
+  if (isa == Isa::kAuto) return best_isa();
+  while (!isa_available(isa)) isa = static_cast<Isa>(static_cast<int>(isa) - 1);
+  return isa;
+}
+
+}  // namespace pdserve::kernels

@@ -1,0 +1,48 @@
+// The CPU's instruction sets, detected once, and the choice of SIMD path: the one place
+// that decides which per-ISA kernel file runs. Generic code is compiled for the build
+// baseline (x86-64-v3: AVX2, FMA, F16C, BMI2); each *_avx2.cc / *_avx512*.cc file for its
+// own ISA, called only when best_isa() / resolve_isa() allow it.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace pdserve::kernels {
+
+/// Instruction-set paths, lowest first after kAuto. kAuto picks best_isa() (checked at run
+/// time); the others force one path (tests, benchmarks). Every path computes the same
+/// bits (each kernel family's header says against which reference).
+enum class Isa { kAuto, kScalar, kAvx2, kAvx512Vnni };
+
+/// The x86 features the kernel families look at (cpuid, read once).
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
+};
+const CpuFeatures& cpu_features();
+
+/// True when this CPU can run `isa`: kAvx2 = AVX2 + FMA + F16C; kAvx512Vnni = AVX-512
+/// F/BW/VL/DQ + VNNI (and AVX2's); kAuto and kScalar always.
+bool isa_available(Isa isa);
+/// "auto", "scalar", "avx2", "avx512vnni".
+const char* isa_name(Isa isa);
+/// The Isa named `name`: isa_name()'s names, plus "avx512" for kAvx512Vnni; nullopt if unknown.
+std::optional<Isa> parse_isa(std::string_view name);
+
+/// The path kAuto resolves to: the best this CPU has, lowered by the environment variable
+/// PDSERVE_ISA (auto | avx512 | avx2 | scalar, read once at start; an unknown value or one
+/// the CPU lacks logs a warning and is ignored / lowered to what the CPU has) or by
+/// force_isa().
+Isa best_isa();
+
+/// Caps the path kAuto resolves to at `isa` from now on (in process: tests, benchmarks);
+/// kAuto lifts the cap (PDSERVE_ISA's cap included). A path above the CPU's is lowered to
+/// the CPU's best. Returns the path kAuto now resolves to. Kernel calls already running
+/// finish on the path they started with.
+Isa force_isa(Isa isa);
+
+/// The path a kernel family runs for a request: kAuto → best_isa(); a forced path the CPU
+/// lacks → the next one down it has (AVX-512 VNNI → AVX2 → scalar).
+Isa resolve_isa(Isa isa);
+
+}  // namespace pdserve::kernels

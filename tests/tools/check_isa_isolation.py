@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Checks that AVX-512 code runs only behind kernels/cpu_features' dispatch.
+
+usage: check_isa_isolation.py BUILD_DIR BINARY
+
+* No object of the project except the per-ISA kernel files (src/kernels/*_avx512*.cc)
+  contains an EVEX-encoded (AVX-512) instruction.
+* Every function of BINARY that contains one is defined by a per-ISA object and by no
+  other object: an inline function or template instantiated in both would let the linker
+  keep the AVX-512 copy for generic callers (one COMDAT copy survives).
+Exit status 1 with the offenders listed, else 0.
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+# An instruction line of `objdump -d`: address, raw bytes, mnemonic. EVEX starts with 0x62
+# (invalid as an opcode in 64-bit mode), after optional segment / address-size prefixes.
+EVEX = re.compile(r"^\s*[0-9a-f]+:\t(?:(?:26|2e|36|3e|64|65|67) )*62 [0-9a-f ]*\t\S")
+FUNC = re.compile(r"^[0-9a-f]+ <(.+)>:$")
+
+
+def evex_functions(path):
+    """Functions of an object or binary with at least one EVEX instruction."""
+    out = subprocess.run(["objdump", "-d", "-w", str(path)], check=True, capture_output=True, text=True).stdout
+    found, func = set(), None
+    for line in out.splitlines():
+        m = FUNC.match(line)
+        if m:
+            func = m.group(1)
+        elif func and EVEX.match(line):
+            found.add(func)
+    return found
+
+
+def defined_functions(path):
+    out = subprocess.run(["nm", "--defined-only", str(path)], check=True, capture_output=True, text=True).stdout
+    return {parts[2] for parts in (l.split() for l in out.splitlines()) if len(parts) == 3 and parts[1] in "TtWw"}
+
+
+def main():
+    build, binary = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+    objects = sorted(p for p in (build / "src").rglob("*.o"))
+    per_isa = [p for p in objects if re.search(r"_avx512[a-z_]*\.cc\.o$", p.name)]
+    generic = [p for p in objects if p not in per_isa]
+    if not per_isa or not generic:
+        print(f"no objects under {build / 'src'}")
+        return 1
+    errors = []
+    generic_defs = set()
+    for p in generic:
+        for f in sorted(evex_functions(p)):
+            errors.append(f"{p.relative_to(build)}: AVX-512 instruction in {f}")
+        generic_defs |= defined_functions(p)
+    isa_defs = set()
+    for p in per_isa:
+        isa_defs |= defined_functions(p)
+    for f in sorted(evex_functions(binary)):
+        if f not in isa_defs:
+            errors.append(f"{binary.name}: AVX-512 instruction in {f}, not from a per-ISA object")
+        elif f in generic_defs:
+            errors.append(f"{binary.name}: {f} has AVX-512 code and is also compiled for the baseline (shared COMDAT)")
+    for e in errors:
+        print(e)
+    print(f"{len(per_isa)} per-ISA objects, {len(generic)} generic objects, {binary.name}: {len(errors)} problems")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
