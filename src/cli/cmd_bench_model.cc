@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <span>
 
 #include "base/clock.h"
 #include "cli/commands.h"
@@ -39,7 +40,7 @@ struct Seq {
 
 /// Drives a Model over a paged KV cache.
 struct Driver {
-  const model::Model& m;
+  model::Model& m;
   kv::KvCacheManager& kv;
   int block_size;
 
@@ -49,8 +50,8 @@ struct Driver {
     s.pos = 0;
   }
   /// Feeds `toks[i]` (count[i] tokens) to seqs[i] together in one forward pass; logits of
-  /// each sequence's last token.
-  bool step(std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& toks, std::vector<float>& logits) {
+  /// each sequence's last token (in the model's workspace, valid until the next step).
+  bool step(std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& toks, std::span<const float>& logits) {
     model::Batch b;
     for (size_t i = 0; i < seqs.size(); ++i) {
       Seq& s = *seqs[i];
@@ -66,8 +67,7 @@ struct Driver {
       }
       b.logits_rows.push_back(b.n_tokens() - 1);
     }
-    logits.resize(b.logits_rows.size() * static_cast<size_t>(m.config().n_vocab));
-    m.forward(b, kv.layers(), logits.data());
+    logits = {m.forward(b, kv.layers()), b.logits_rows.size() * static_cast<size_t>(m.config().n_vocab)};
     return true;
   }
 };
@@ -80,7 +80,7 @@ int run_bench_model(const BenchModelArgs& a) {
     std::fprintf(stderr, "error: %s\n", loaded.error().c_str());
     return 1;
   }
-  const model::Model& m = *loaded.value();
+  model::Model& m = *loaded.value();
   const auto& c = m.config();
   const int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
   omp_set_num_threads(threads);
@@ -123,7 +123,10 @@ int run_bench_model(const BenchModelArgs& a) {
   std::printf("threads %d, KV cache f16, block size %d, %d blocks\n", threads, bs, num_blocks);
   std::fflush(stdout);
 
-  std::vector<float> logits;
+  // The workspace for the largest step (the prompt, or the batched sequences' prompts), so
+  // that no timed step allocates.
+  m.reserve(std::max({1, a.p, max_batch * a.batch_prompt}), std::max(1, max_batch));
+  std::span<const float> logits;
   bool finite = true;
   auto check = [&] {
     for (float x : logits)

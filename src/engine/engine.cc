@@ -317,8 +317,7 @@ void EngineImpl::step() {
   if (std::any_of(plan.begin(), plan.end(), [](const ScheduledSeq& p) { return p.seq->kv_sink != nullptr; }))
     batch.after_layer = [&](int layer) { emit_sink_blocks(plan, layer); };
   const int n_vocab = model_->config().n_vocab;
-  std::vector<float> logits(batch.logits_rows.size() * static_cast<size_t>(n_vocab));
-  model_->forward(batch, kv_.layers(), logits.data());
+  const float* logits = model_->forward(batch, kv_.layers());  // the model's workspace, valid this step
 
   size_t row = 0;
   for (const ScheduledSeq& p : plan) {
@@ -326,7 +325,7 @@ void EngineImpl::step() {
     s.num_computed += p.n_tokens;
     sched_.on_computed(s);
     if (!p.needs_logits) continue;
-    const float* l = logits.data() + row++ * n_vocab;
+    const float* l = logits + row++ * n_vocab;
     if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, l);
     const int32_t tok = sample_token(l, n_vocab, s.params, s.rng);
     process_token(s, tok, s.params.top_logprobs >= 0
@@ -405,6 +404,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.scheduling_policy != "fcfs" && cfg.scheduling_policy != "priority")
     return Status::Error("unknown scheduling policy '" + cfg.scheduling_policy + "' (use fcfs or priority)");
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
+  m.value()->reserve(cfg.max_batched_tokens, cfg.max_seqs);  // a step's tokens and logits rows
 
   kv::KvCacheShape shape;
   shape.n_layers = mc.n_layer;

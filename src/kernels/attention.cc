@@ -75,7 +75,6 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
     return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
   }
   const int d = kv.head_dim;
-  constexpr int kMaxHeadDim = 512;
   float m = -INFINITY, l = 0.f;
   {  // f32 cache
     float acc[kMaxHeadDim] = {};
@@ -116,7 +115,6 @@ void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int k
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
                                 int n_keys, float scale, float* out) {
   const int d = kv.head_dim;
-  constexpr int kMaxHeadDim = 512;
   float m = -INFINITY, l = 0.f;
   // f16 cache: the numerics of llama.cpp's CPU flash attention
   // (ggml_compute_forward_flash_attn_ext_f16_one_chunk, used for prefill and decode when

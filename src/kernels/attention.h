@@ -12,6 +12,11 @@ namespace pdserve::kernels {
 
 enum class KvDtype { F32, F16 };
 
+/// Largest head dimension the attention kernels (and RoPE in the model) take: their
+/// per-call scratch arrays live on the stack, sized by it. model::Model::load rejects a
+/// model with a larger head_dim.
+inline constexpr int kMaxHeadDim = 512;
+
 /// One layer's K and V pools, each shaped [num_blocks][block_size][n_kv_heads][head_dim]
 /// in `dtype`.
 struct KvLayerView {
@@ -31,8 +36,8 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 /// q: [head_dim]; kv_head: the KV head this query head reads (GQA: head / group size);
 /// block_table: block ids of the sequence; n_keys: keys 0..n_keys-1 are attended (causal
 /// masking = passing the query position + 1). scale: usually 1/sqrt(head_dim).
-/// out: [head_dim]; head_dim <= 512. Keys are visited in position order, so the result does not depend on
-/// how the sequence was batched, chunked or cached.
+/// out: [head_dim]; head_dim <= kMaxHeadDim. Keys are visited in position order, so the
+/// result does not depend on how the sequence was batched, chunked or cached.
 /// isa: the code path of an f16 cache — kAuto = the best this CPU has (checked once at run
 /// time: AVX-512 F/BW/VL/VNNI → attention_avx512.cc, AVX2+FMA+F16C → attention_avx2.cc,
 /// else scalar); kScalar = the reference (paged_attention_f16_scalar); a path the CPU lacks

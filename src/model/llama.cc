@@ -20,6 +20,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto cfg = ModelConfig::from_gguf(*m->file_);
   if (!cfg.ok()) return Status::Error(path + ": " + cfg.error());
   m->config_ = cfg.value();
+  if (m->config_.head_dim > kernels::kMaxHeadDim)
+    return Status::Error(path + ": head dimension " + std::to_string(m->config_.head_dim) + " is above the " +
+                         std::to_string(kernels::kMaxHeadDim) + " the attention kernels support");
   if (m->config_.n_vocab == 0) {
     const gguf::TensorInfo* t = m->file_->find_tensor("token_embd.weight");
     if (!t || t->dims.size() != 2) return Status::Error(path + ": missing tensor 'token_embd.weight'");
@@ -40,7 +43,7 @@ void add_bias(float* x, const float* b, int n_tokens, int n) {
 
 }  // namespace
 
-void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, float* logits) const {
+const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv) {
   const ModelConfig& c = config_;
   const int n = batch.n_tokens();
   const int E = c.n_embd, F = c.n_ff, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
@@ -50,26 +53,24 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
   const uint8_t* order = batch.gemm_order.size() == static_cast<size_t>(n) ? batch.gemm_order.data() : nullptr;
 
   const int n_out = static_cast<int>(batch.logits_rows.size());
-  const size_t rows = static_cast<size_t>(std::max(n, n_out));  // the last FFN runs on n_out rows
-  std::vector<float> x(static_cast<size_t>(n) * E), xn(rows * E), xo(static_cast<size_t>(n_out) * E);
-  std::vector<float> q(static_cast<size_t>(n) * nq), k(static_cast<size_t>(n) * nkv), v(k.size());
-  std::vector<float> attn(q.size()), proj(rows * E);
-  std::vector<float> gate(rows * F), up(gate.size());
+  ws_.fit(c, n, n_out);
+  float *x = ws_.x.get(), *xn = ws_.xn.get(), *xo = ws_.xo.get(), *q = ws_.q.get(), *k = ws_.k.get(),
+        *v = ws_.v.get(), *attn = ws_.attn.get(), *proj = ws_.proj.get(), *gate = ws_.gate.get(), *up = ws_.up.get();
 
   // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
   auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
-    const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate.data()}, {&L.w_up, up.data()}};
-    kernels::matmul_multi(gate_up, 2, xn.data(), m, ord);
+    const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
+    kernels::matmul_multi(gate_up, 2, xn, m, ord);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
     for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
-    kernels::matmul(L.w_down, gate.data(), m, proj.data(), ord);
-    kernels::add_inplace(xs, proj.data(), m * E);
+    kernels::matmul(L.w_down, gate, m, proj, ord);
+    kernels::add_inplace(xs, proj, m * E);
   };
 
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
-  for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x.data() + static_cast<size_t>(t) * E);
+  for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x + static_cast<size_t>(t) * E);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
   for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.positions[t] + 1} * nq;
@@ -87,14 +88,14 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
     for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
-    const kernels::MatmulJob qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
-    kernels::matmul_multi(qkv, 3, xn.data(), n, order);
-    add_bias(q.data(), L.bq, n, nq);
-    add_bias(k.data(), L.bk, n, nkv);
-    add_bias(v.data(), L.bv, n, nkv);
+    const kernels::MatmulJob qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+    kernels::matmul_multi(qkv, 3, xn, n, order);
+    add_bias(q, L.bq, n, nq);
+    add_bias(k, L.bk, n, nkv);
+    add_bias(v, L.bv, n, nkv);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
-      float cs[1024];  // cos/sin of this token's position, for all its heads
+      float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
       kernels::rope_cache(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, cs);
       for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
       for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
@@ -114,11 +115,11 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
                                          batch.block_tables[batch.seq_ids[t]], batch.positions[t] + 1, scale,
                                          &attn[size_t(t) * nq + h0 * hd]);
         }
-    kernels::matmul(L.wo, attn.data(), n, proj.data(), order);
-    kernels::add_inplace(x.data(), proj.data(), n * E);
+    kernels::matmul(L.wo, attn, n, proj, order);
+    kernels::add_inplace(x, proj, n * E);
 
     if (l + 1 < c.n_layer) {
-      ffn(L, x.data(), n, order);
+      ffn(L, x, n, order);
     } else {
       // Last layer: only the logits rows still matter (the K/V of every layer is already
       // stored), so, like llama.cpp (ggml_get_rows on inp_out_ids before the last FFN),
@@ -126,14 +127,16 @@ void Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>&
       // output tokens — one token for a prompt — so they take the decode order.
       for (int i = 0; i < n_out; ++i)
         std::copy_n(&x[size_t(batch.logits_rows[i]) * E], E, &xo[size_t(i) * E]);
-      if (n_out > 0) ffn(L, xo.data(), n_out, nullptr);
+      if (n_out > 0) ffn(L, xo, n_out, nullptr);
     }
   }
 
-  if (n_out == 0) return;
-  std::vector<float> h(static_cast<size_t>(n_out) * E);
+  float* logits = ws_.logits.get();
+  if (n_out == 0) return logits;
+  float* h = ws_.h.get();
   for (int i = 0; i < n_out; ++i) kernels::rms_norm(&h[size_t(i) * E], &xo[size_t(i) * E], weights_.output_norm, E, c.rms_eps);
-  kernels::matmul(weights_.output, h.data(), n_out, logits, nullptr);  // one output row per prompt: decode order
+  kernels::matmul(weights_.output, h, n_out, logits, nullptr);  // one output row per prompt: decode order
+  return logits;
 }
 
 }  // namespace pdserve::model

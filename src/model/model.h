@@ -12,28 +12,41 @@
 #include "model/batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "model/workspace.h"
 
 namespace pdserve::model {
 
 class Model {
  public:
-  /// Maps and validates `path` (GGUF), reads the config, binds the weights.
+  /// Maps and validates `path` (GGUF), reads the config, binds the weights. Errors name
+  /// the file and the problem (e.g. a head dimension above kernels::kMaxHeadDim).
   static Result<std::unique_ptr<Model>> load(const std::string& path);
 
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }
 
+  /// Sizes the activation workspace for batches of up to `max_tokens` tokens of which up
+  /// to `max_logits_rows` need logits (an engine: its token budget and max sequences), so
+  /// that forward() allocates nothing. A batch larger than that is not an error: forward()
+  /// grows the workspace to fit it (one allocation; the larger size is then kept).
+  void reserve(int max_tokens, int max_logits_rows) { ws_.fit(config_, max_tokens, max_logits_rows); }
+  /// Tokens and logits rows the workspace holds now (see reserve).
+  int reserved_tokens() const { return ws_.tokens(); }
+  int reserved_logits_rows() const { return ws_.logits_rows(); }
+
   /// Runs the decoder over `batch`, writing each token's K/V into `kv` (one view per
-  /// layer) and returning logits for batch.logits_rows in `logits`
-  /// ([logits_rows.size()][n_vocab] float32). Uses the OpenMP thread count in force.
+  /// layer). Returns the logits of batch.logits_rows, [logits_rows.size()][n_vocab]
+  /// float32, in the model's workspace: valid until the next forward() or reserve().
+  /// One forward at a time per Model. Uses the OpenMP thread count in force.
   /// Llama architecture (Touvron et al. 2023): pre-RMSNorm, RoPE, grouped-query
   /// attention, SwiGLU FFN; qwen2 adds Q/K/V biases and NeoX RoPE.
-  void forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, float* logits) const;
+  const float* forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv);
 
  private:
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
   Weights weights_;
+  Workspace ws_;
 };
 
 }  // namespace pdserve::model

@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cluster.h"
+#include "support/ports.h"
 #include "support/server_process.h"
+#include "support/wait.h"
 
 namespace pdserve {
 namespace {
@@ -45,11 +47,10 @@ std::unique_ptr<httplib::Client> connected_client(int port) {
   c->set_read_timeout(120, 0);
   c->set_write_timeout(30, 0);
   c->set_keep_alive(true);
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  testing::wait_until([&] {
     auto res = c->Get("/health");
-    if (res && res->status == 200) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return res && res->status == 200;
+  }, std::chrono::seconds(1), std::chrono::milliseconds(50));
   return c;
 }
 
@@ -201,10 +202,10 @@ TEST_F(DisaggRouter, RouterMetricsIncludeWorkerPrefixCacheCounters) {
   ASSERT_GT(worker_hits, 0) << "the second request should reuse the first one's blocks";
   // The router's copy is refreshed by its health checker (every 500 ms).
   double router_hits = -1;
-  for (int i = 0; i < 60 && router_hits < worker_hits; ++i) {
+  testing::wait_until([&] {
     router_hits = cluster_->metric(Role::Router, 0, "pdserve_prefix_cache_hits_total");
-    if (router_hits < worker_hits) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return router_hits >= worker_hits;
+  }, std::chrono::seconds(10), std::chrono::milliseconds(100));
   EXPECT_EQ(router_hits, worker_hits);
   EXPECT_EQ(cluster_->metric(Role::Router, 0, "pdserve_prefix_cache_queries_total"),
             cluster_->metric(Role::Decode, 0, "pdserve_prefix_cache_queries_total"));
@@ -377,6 +378,8 @@ TEST(DisaggRouterReconnect, DecodeWorkerStartedAfterTheRouterIsUsedWithinSeconds
   ASSERT_TRUE(router.spawn({o.binary, "router", "--model", o.model, "--port", std::to_string(port), "--decode",
                             cluster.node(Role::Decode).address()},
                            "/tmp/pdserve-test-router-late-worker.log"));
+  // The scenario, not a wait for an event: the router runs past gRPC's 5 s backup poll
+  // without its worker.
   std::this_thread::sleep_for(std::chrono::milliseconds(5500));
   ASSERT_TRUE(cluster.restart(Role::Decode)) << cluster.error();  // healthy on its old ports
   const auto t0 = std::chrono::steady_clock::now();
@@ -387,8 +390,7 @@ TEST(DisaggRouterReconnect, DecodeWorkerStartedAfterTheRouterIsUsedWithinSeconds
     auto r = c.Get("/health");
     return r ? r->status : -1;
   };
-  while (health() != 200 && std::chrono::steady_clock::now() < t0 + std::chrono::seconds(20))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  testing::wait_until([&] { return health() == 200; }, std::chrono::seconds(20), std::chrono::milliseconds(20));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(health(), 200);
   EXPECT_LT(waited, 3.0) << "the router took " << waited << " s to use the worker";

@@ -4,13 +4,13 @@
 // zstd-compressed transfers give the same output.
 #include <gtest/gtest.h>
 
-#include <sstream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
 
 #include "support/cluster.h"
+#include "support/pool_free.h"
+#include "support/prometheus.h"
 #include "support/reference.h"
+#include "support/wait.h"
 
 namespace pdserve {
 namespace {
@@ -25,22 +25,12 @@ const std::vector<testing::ReferenceCase>& reference() {
   return r;
 }
 
-/// Sum of every sample of `name` whose labels contain `label` ("" = all).
-double metric_sum(Cluster& c, Role r, int i, const std::string& name, const std::string& label = "") {
-  auto cli = c.client(r, i);
-  auto res = cli.Get("/metrics");
-  if (!res || res->status != 200) return -1;
-  std::istringstream in(res->body);
-  std::string line;
-  double sum = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind(name, 0) != 0) continue;
-    const char next = line.size() > name.size() ? line[name.size()] : '\0';
-    if (next != ' ' && next != '{') continue;
-    if (!label.empty() && line.find(label) == std::string::npos) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
+/// Sum of every sample of `name` (with label `label` = `value`, when given) in a node's
+/// /metrics; -1 when the node does not answer.
+double metric_sum(Cluster& c, Role r, int i, const std::string& name, const std::string& label = "",
+                  const std::string& value = "") {
+  const auto m = c.metrics(r, i);
+  return m ? testing::sum_samples(*m, name, label, value) : -1;
 }
 
 /// Greedy completion of every reference case through the router; checks exact text.
@@ -55,16 +45,12 @@ void expect_reference_outputs(Cluster& c, const std::string& what) {
   }
 }
 
+/// Waits until every running worker's KV pool is free (testing::wait_pool_free).
 bool wait_no_blocks_used(Cluster& c) {
-  for (int i = 0; i < 200; ++i) {
-    bool idle = true;
-    for (Role r : {Role::Prefill, Role::Decode})
-      for (int k = 0; k < c.count(r); ++k)
-        if (c.running(r, k) && metric_sum(c, r, k, "pdserve_kv_blocks_used") != 0) idle = false;
-    if (idle) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  for (Role r : {Role::Prefill, Role::Decode})
+    for (int k = 0; k < c.count(r); ++k)
+      if (c.running(r, k) && !testing::wait_pool_free(c.node(r, k).http_port())) return false;
+  return true;
 }
 
 ClusterOptions options(std::vector<std::string> prefill_args, int prefill_workers = 1) {
@@ -84,10 +70,10 @@ TEST(DisaggTransfer, RemotePrefillMatchesTheReferenceWithAndWithoutZstd) {
     expect_reference_outputs(c, codec);
     EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_remote_prefill_total"), reference().size());
     EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 0);
-    const std::string label = std::string("codec=\"") + (std::string(codec) == "none" ? "none" : "zstd") + "\"";
-    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", label), 0);
-    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", label),
-              metric_sum(c, Role::Prefill, 0, "pdserve_kv_transfer_bytes_total", label));
+    const std::string codec_label = std::string(codec) == "none" ? "none" : "zstd";
+    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", "codec", codec_label), 0);
+    EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total", "codec", codec_label),
+              metric_sum(c, Role::Prefill, 0, "pdserve_kv_transfer_bytes_total", "codec", codec_label));
     EXPECT_TRUE(wait_no_blocks_used(c)) << c.logs();
   }
 }
@@ -107,8 +93,7 @@ TEST(DisaggTransfer, EachInjectedFaultEndsInTheCorrectOutput) {
     Cluster c(options(fc.prefill_args));
     ASSERT_TRUE(c.ready()) << c.error();
     expect_reference_outputs(c, fc.name);
-    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total",
-                         std::string("reason=\"") + fc.reason + "\""), 0)
+    EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason", fc.reason), 0)
         << fc.name;
     EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), reference().size()) << fc.name;
     EXPECT_TRUE(wait_no_blocks_used(c)) << fc.name << "\n" << c.logs();
@@ -130,7 +115,7 @@ TEST(DisaggTransfer, AFaultyPrefillWorkerIsRetriedOnAHealthyOne) {
   Cluster c(o);
   ASSERT_TRUE(c.ready()) << c.error();
   expect_reference_outputs(c, "retry");
-  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason=\"checksum\""), 0);
+  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason", "checksum"), 0);
   EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 0);
   EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_remote_prefill_total"), reference().size());
   EXPECT_TRUE(wait_no_blocks_used(c));
@@ -144,8 +129,13 @@ TEST(DisaggTransfer, PrefillWorkerDeathFallsBackToLocalPrefill) {
   expect_reference_outputs(c, "prefill worker exits mid-stream");
   EXPECT_FALSE(c.running(Role::Prefill, 0));
   EXPECT_GE(metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total"), 1);
-  // With no healthy prefill worker left, later requests are prefilled locally.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  // With no healthy prefill worker left, later requests are prefilled locally — once the
+  // decode worker has marked it down: its health check (every 500 ms) logs it, or a
+  // request already found it unreachable (a second recompute fallback).
+  ASSERT_TRUE(testing::wait_until([&] {
+    return c.node(Role::Decode).log().find("is unreachable") != std::string::npos ||
+           metric_sum(c, Role::Decode, 0, "pdserve_kv_recompute_fallback_total") >= 2;
+  })) << c.logs();
   const double local_before = metric_sum(c, Role::Decode, 0, "pdserve_local_prefill_total");
   expect_reference_outputs(c, "after the prefill worker died");
   EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_local_prefill_total"), local_before);
@@ -185,7 +175,7 @@ TEST(DisaggTransfer, AKvLayoutMismatchIsRefusedAtHandshakeAndRecomputed) {
   Cluster c(options({"--block-size", "8"}));
   ASSERT_TRUE(c.ready()) << c.error();
   expect_reference_outputs(c, "layout mismatch");
-  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason=\"handshake\""), 0);
+  EXPECT_GT(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_failures_total", "reason", "handshake"), 0);
   EXPECT_EQ(metric_sum(c, Role::Decode, 0, "pdserve_kv_transfer_bytes_total"), 0);
   EXPECT_NE(c.node(Role::Decode, 0).log().find("block size 16 (decode) vs 8 (prefill)"), std::string::npos) << c.logs();
   EXPECT_TRUE(wait_no_blocks_used(c));

@@ -20,7 +20,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support/pool_free.h"
 #include "support/server_process.h"
+#include "support/wait.h"
 
 namespace {
 
@@ -86,15 +88,7 @@ class OpenAiApi : public ::testing::Test {
   }
 
   /// Waits until no request runs and no KV block is referenced.
-  static bool wait_idle() {
-    return pdserve::testing::wait_for(
-        [] {
-          json h = health();
-          return h.is_object() && h["requests_running"] == 0 && h["requests_waiting"] == 0 &&
-                 h["kv_blocks_used"] == 0;
-        },
-        15s);
-  }
+  static bool wait_idle() { return pdserve::testing::wait_pool_free(server_->port(), 15s); }
 
   static ServerProcess* server_;
 };
@@ -337,7 +331,7 @@ TEST(OpenAiApiProcess, BusyPortFailsToStart) {
     ::_exit(127);
   }
   int status = 0;
-  bool exited = pdserve::testing::wait_for([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 30s);
+  bool exited = pdserve::testing::wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 30s);
   if (!exited) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "support/pool_free.h"
 #include "support/reference.h"
 #include "support/server_process.h"
 #include "tokenizer/tokenizer.h"
@@ -99,15 +100,13 @@ class ServeE2E : public ::testing::Test {
     return res ? json::parse(res->body) : json();
   }
 
-  /// Polls /health until no KV block is in use; returns false after `timeout`.
+  /// Polls /health until no KV block is in use and the prefix cache holds none either
+  /// (free == total); false after `timeout`.
   bool wait_blocks_free(std::chrono::milliseconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      json h = health();
-      if (h["kv_blocks_used"] == 0 && h["kv_blocks_free"] == h["kv_blocks_total"]) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return testing::wait_until([&] {
+      const auto s = testing::health_pool_state(server_->port());
+      return s && testing::pool_free(*s) && s->free == s->total;
+    }, timeout);
   }
 };
 
@@ -141,7 +140,7 @@ TEST_F(ServeE2E, CompletionsMatchReferenceWithLogprobsStreamedAndNot) {
     EXPECT_EQ(text, r["choices"][0]["text"].get<std::string>());
     EXPECT_EQ(finish, "length");
   }
-  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(2)));
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 
 TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {
@@ -170,7 +169,7 @@ TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {
     }));
   }
   for (int i = 0; i < 16; ++i) EXPECT_EQ(futs[i].get(), alone[i]) << "request " << i;
-  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(2)));
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 
 TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
@@ -201,18 +200,10 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   httplib::Response res;
   httplib::Error err;
   streamer.send(req, res, err);
-  const auto hung_up = std::chrono::steady_clock::now();
   EXPECT_GT(used_while_streaming, 0);
-  bool freed = false;
-  while (std::chrono::steady_clock::now() - hung_up < std::chrono::seconds(2)) {
-    json h = health();
-    if (h["kv_blocks_used"] == 0 && h["requests_running"] == 0) {
-      freed = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(freed) << "blocks still in use 2 s after the client hung up: " << health().dump();
+  // Freed long before the 4,000 tokens (tens of seconds) would have been generated.
+  bool freed = testing::wait_pool_free(slow.port());
+  EXPECT_TRUE(freed) << "blocks still in use 10 s after the client hung up: " << health().dump();
 
   // A non-streamed request whose client gives up: heartbeats reveal the disconnect.
   httplib::Request full;
@@ -229,16 +220,7 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   httplib::Response full_res;
   impatient.send(full, full_res, err);
   EXPECT_EQ(received.find("choices"), std::string::npos) << "the request finished before the client gave up";
-  const auto gave_up = std::chrono::steady_clock::now();
-  freed = false;
-  while (std::chrono::steady_clock::now() - gave_up < std::chrono::seconds(2)) {
-    json h = health();
-    if (h["kv_blocks_used"] == 0 && h["requests_running"] == 0) {
-      freed = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  freed = testing::wait_pool_free(slow.port());
   EXPECT_TRUE(freed) << "a non-streamed request kept running after its client left: " << health().dump();
   // The server still answers.
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
@@ -267,7 +249,7 @@ TEST_F(ServeE2E, StopsAndErrorsLeaveNoBlocksInUse) {
   auto res = c.Post("/v1/completions", "{not json", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
-  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(1)));
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 
 }  // namespace

@@ -1,15 +1,12 @@
-// Test helper: a child process (fork + execv) whose stdout and stderr go to a file, and
-// the small process/port utilities the integration-test helpers share (server_process.h,
-// cluster.h). The child gets SIGKILL if the thread that spawned it dies
-// (PR_SET_PDEATHSIG): spawn on a thread that outlives the ChildProcess.
+// Test helper: a child process (fork + execv) whose stdout and stderr go to a file (for
+// server_process.h and cluster.h; ports.h picks their ports). The child gets SIGKILL if
+// the thread that spawned it dies (PR_SET_PDEATHSIG): spawn on a thread that outlives
+// the ChildProcess.
 #pragma once
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,38 +16,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "support/ports.h"
+#include "support/wait.h"
+
 namespace pdserve::testing {
-
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    socklen_t len = sizeof(addr);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-/// Polls `pred` every 20 ms until it holds or `timeout` passes; returns pred().
-template <typename Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 /// A child process whose stdout/stderr go to a file.
 class ChildProcess {
@@ -116,7 +87,7 @@ class ChildProcess {
   }
   /// Waits up to `grace` for the child to exit, then SIGKILLs it.
   int wait_or_kill(std::chrono::milliseconds grace) {
-    if (!wait_for([&] { return !running(); }, grace)) kill_now();
+    if (!wait_until([&] { return !running(); }, grace, std::chrono::milliseconds(20))) kill_now();
     return exit_code_;
   }
 

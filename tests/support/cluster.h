@@ -26,14 +26,16 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <httplib.h>
 
 #include "support/child_process.h"
+#include "support/ports.h"
+#include "support/prometheus.h"
 #include "support/server_process.h"
 
 namespace pdserve::testing {
@@ -133,22 +135,20 @@ class Cluster {
     return wait_healthy(n);
   }
 
-  /// The first sample of gauge/counter `name` in a worker's (or the router's) /metrics,
-  /// or -1 when the node does not answer or has no such metric.
-  double metric(Role r, int i, const std::string& name) {
+  /// The samples of a worker's (or the router's) /metrics; nullopt when the node does not
+  /// answer 200.
+  std::optional<std::vector<MetricSample>> metrics(Role r, int i = 0) {
     auto c = http_client(node(r, i).http_port());
     c.set_read_timeout(2, 0);
     auto res = c.Get("/metrics");
-    if (!res || res->status != 200) return -1;
-    std::istringstream in(res->body);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind(name, 0) != 0) continue;
-      const char next = line.size() > name.size() ? line[name.size()] : '\0';
-      if (next != ' ' && next != '{') continue;
-      return std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr);
-    }
-    return -1;
+    if (!res || res->status != 200) return std::nullopt;
+    return parse_prometheus_text(res->body);
+  }
+  /// The first sample of gauge/counter `name` in a node's /metrics, or -1 when the node
+  /// does not answer or has no such metric.
+  double metric(Role r, int i, const std::string& name) {
+    const auto m = metrics(r, i);
+    return m ? first_sample(*m, name).value_or(-1) : -1;
   }
 
   /// The last `max_bytes` of every node's output, labelled (for failure messages).
@@ -238,10 +238,7 @@ class Cluster {
         return false;
       }
       if (wait_healthy(node)) return true;
-      const std::string out = node.log();
-      const bool port_clash = out.find("Address already in use") != std::string::npos ||
-                              out.find("could not listen") != std::string::npos ||
-                              out.find("cannot listen") != std::string::npos;
+      const bool port_clash = lost_port_race(node.log());
       node.proc.stop(std::chrono::milliseconds(2000));
       if (!port_clash) break;
     }

@@ -60,14 +60,4 @@ inline std::shared_ptr<engine::RequestStream> submit(engine::Engine& e, const st
   return s.ok() ? s.value() : nullptr;
 }
 
-/// Waits until the engine reports no used KV blocks and no requests (up to 5 s).
-inline bool wait_idle(engine::Engine& e) {
-  for (int i = 0; i < 500; ++i) {
-    auto s = e.stats();
-    if (s.kv_blocks_used == 0 && s.requests_running == 0 && s.requests_waiting == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 }  // namespace pdserve::testing

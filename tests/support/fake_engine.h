@@ -172,16 +172,6 @@ class FakeEngine : public engine::Engine {
   }
   int aborts() const { return aborts_.load(); }
   int active() const { return active_.load(); }
-  /// Waits until `pred()` holds or `timeout` passes; returns pred().
-  template <typename Pred>
-  static bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return true;
-  }
 
  private:
   static size_t incomplete_utf8_tail(const std::string& s) {

@@ -19,7 +19,7 @@ class SequenceRunner {
  public:
   /// A cache of `num_blocks` blocks of `block_size` tokens, in `dtype`, shaped for `m`
   /// (which must outlive the runner).
-  SequenceRunner(const model::Model& m, kernels::KvDtype dtype, int block_size, int num_blocks)
+  SequenceRunner(model::Model& m, kernels::KvDtype dtype, int block_size, int num_blocks)
       : m_(m), pool_(num_blocks), block_size_(block_size) {
     kv::KvCacheShape s;
     s.n_layers = m.config().n_layer;
@@ -50,13 +50,12 @@ class SequenceRunner {
       b.gemm_order.push_back(kernels::gemm_order_flag(pos + static_cast<int>(i), prompt_len));
     }
     b.logits_rows.push_back(static_cast<int>(toks.size()) - 1);
-    std::vector<float> logits(m_.config().n_vocab);
-    m_.forward(b, cache_->layers(), logits.data());
-    return logits;
+    const float* logits = m_.forward(b, cache_->layers());
+    return std::vector<float>(logits, logits + m_.config().n_vocab);
   }
 
  private:
-  const model::Model& m_;
+  model::Model& m_;
   std::unique_ptr<kv::KvCache> cache_;
   kv::BlockPool pool_;
   kv::BlockTable table_;

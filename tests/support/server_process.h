@@ -18,12 +18,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <httplib.h>
 
 #include "support/child_process.h"
+#include "support/ports.h"
+#include "support/wait.h"
 
 namespace pdserve::testing {
 
@@ -32,17 +33,18 @@ inline constexpr const char* kStoriesModel = "../shared/models/stories260K.gguf"
 /// Polls GET http://127.0.0.1:`port`/health until it answers 200 (true), `proc` exits or
 /// `timeout` passes (false).
 inline bool wait_http_healthy(ChildProcess& proc, int port, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!proc.running()) return false;
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(1, 0);
-    c.set_read_timeout(2, 0);
-    auto res = c.Get("/health");
-    if (res && res->status == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  bool exited = false;
+  const bool healthy = wait_until(
+      [&] {
+        if (!proc.running()) return exited = true;
+        httplib::Client c("127.0.0.1", port);
+        c.set_connection_timeout(1, 0);
+        c.set_read_timeout(2, 0);
+        auto res = c.Get("/health");
+        return res && res->status == 200;
+      },
+      timeout, std::chrono::milliseconds(50));
+  return healthy && !exited;
 }
 
 class ServerProcess {
@@ -120,9 +122,7 @@ class ServerProcess {
       if (!spawn()) return;
       ready_ = wait_healthy();
       if (ready_) break;
-      const std::string out = log();
-      const bool port_clash = out.find("Address already in use") != std::string::npos ||
-                              out.find("could not listen") != std::string::npos;
+      const bool port_clash = lost_port_race(log());
       stop();
       if (!port_clash) break;
     }

@@ -12,6 +12,7 @@
 #include "disagg/decode_service.h"
 #include "disagg/proto_convert.h"
 #include "support/fake_engine.h"
+#include "support/wait.h"
 
 namespace pdserve::disagg {
 namespace {
@@ -129,7 +130,7 @@ TEST_F(DecodeServiceTest, CancelAbortsTheEngineRequest) {
   while (reader->Read(&m)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return engine_.aborts() == 1 && engine_.active() == 0; }));
+  EXPECT_TRUE(testing::wait_until([&] { return engine_.aborts() == 1 && engine_.active() == 0; }));
 }
 
 TEST_F(DecodeServiceTest, HealthAndLoad) {

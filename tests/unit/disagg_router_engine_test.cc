@@ -22,6 +22,7 @@
 #include "disagg/router_engine.h"
 #include "engine/stop_checker.h"
 #include "support/fake_engine.h"
+#include "support/wait.h"
 #include "support/server_process.h"
 
 namespace pdserve::disagg {
@@ -282,7 +283,7 @@ class RouterEngineTest : public ::testing::Test {
     a = std::make_unique<InProcessWorker>();
     b = std::make_unique<InProcessWorker>();
     start_router({a->address(), b->address()});
-    ASSERT_TRUE(FakeEngine::wait_until([&] { return router->workers()[0]->healthy() && router->workers()[1]->healthy(); }));
+    ASSERT_TRUE(testing::wait_until([&] { return router->workers()[0]->healthy() && router->workers()[1]->healthy(); }));
   }
   void TearDown() override {
     if (router) router->shutdown();
@@ -417,7 +418,7 @@ TEST_F(RouterEngineTest, ResumesOnAnotherWorkerWhenOneDiesMidStream) {
   EXPECT_TRUE(std::equal(p.begin(), p.end(), subs[0].prompt.begin()));
   EXPECT_TRUE(std::equal(want.tokens.begin(), want.tokens.begin() + resumed_from, subs[0].prompt.begin() + p.size()));
   // The router stops routing to the dead worker.
-  EXPECT_TRUE(FakeEngine::wait_until([&] {
+  EXPECT_TRUE(testing::wait_until([&] {
     for (const auto& w : router->workers())
       if (w->address() == victim->address()) return !w->healthy();
     return false;
@@ -502,7 +503,7 @@ Collected run_with_kill_after(RouterEngineTest& t, const std::vector<int32_t>& p
   EXPECT_TRUE(s.ok()) << s.error();
   if (!s.ok()) return {};
   InProcessWorker* victim = nullptr;
-  EXPECT_TRUE(FakeEngine::wait_until([&] {
+  EXPECT_TRUE(testing::wait_until([&] {
     for (auto* w : {t.a.get(), t.b.get()})
       if (w->engine->paused()) victim = w;
     return victim != nullptr;
@@ -521,7 +522,7 @@ TEST_F(RouterEngineTest, RetriesElsewhereWhenAWorkerFailsBeforeTheFirstToken) {
   auto s = router->submit(p, greedy(20));
   ASSERT_TRUE(s.ok()) << s.error();
   InProcessWorker* victim = nullptr;
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return (victim = busy_worker()) != nullptr; }));
+  ASSERT_TRUE(testing::wait_until([&] { return (victim = busy_worker()) != nullptr; }));
   InProcessWorker* survivor = victim == a.get() ? b.get() : a.get();
   survivor->engine->set_first_token_delay(0ms);
   victim->kill();
@@ -569,7 +570,7 @@ TEST_F(RouterEngineTest, ClientAbortCancelsTheWorkersRequest) {
     }
   });
   EXPECT_EQ(got.finish, engine::FinishReason::Abort);
-  EXPECT_TRUE(FakeEngine::wait_until([&] {
+  EXPECT_TRUE(testing::wait_until([&] {
     return a->engine->aborts() + b->engine->aborts() == 1 && a->engine->active() + b->engine->active() == 0;
   }));
   EXPECT_LT(a->engine->tokens_generated() + b->engine->tokens_generated(), 200);
@@ -578,17 +579,17 @@ TEST_F(RouterEngineTest, ClientAbortCancelsTheWorkersRequest) {
 TEST_F(RouterEngineTest, HealthStatsAndRecovery) {
   EXPECT_EQ(router->model_name(), "cont-model");
   EXPECT_EQ(router->context_length(), ContinuationEngine::kContext);
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return router->stats().kv_blocks_total == 200; }));
+  ASSERT_TRUE(testing::wait_until([&] { return router->stats().kv_blocks_total == 200; }));
   EXPECT_EQ(router->not_ready_reason(), "");
   const int port = a->port;
   a->kill();
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return !router->workers()[0]->healthy(); }));
+  ASSERT_TRUE(testing::wait_until([&] { return !router->workers()[0]->healthy(); }));
   EXPECT_TRUE(router->workers()[1]->healthy());
   EXPECT_EQ(router->stats().kv_blocks_total, 100);
   EXPECT_EQ(router->not_ready_reason(), "") << "one healthy worker is enough";
   a = std::make_unique<InProcessWorker>(port);  // back on the same port
   ASSERT_EQ(a->port, port);
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return router->workers()[0]->healthy(); }, 10s));
+  ASSERT_TRUE(testing::wait_until([&] { return router->workers()[0]->healthy(); }, 10s));
   auto m = router->metrics();
   EXPECT_EQ(m.kv_blocks_total, 200);
 }
@@ -599,7 +600,7 @@ TEST_F(RouterEngineTest, MetricsCountFinishedRequests) {
     ASSERT_TRUE(s.ok());
     collect(*s.value());
   }
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return router->metrics().request_success["length"] == 3; }));
+  ASSERT_TRUE(testing::wait_until([&] { return router->metrics().request_success["length"] == 3; }));
   const auto m = router->metrics();
   EXPECT_EQ(m.generation_tokens, 12);
   EXPECT_EQ(m.prompt_tokens, 3);

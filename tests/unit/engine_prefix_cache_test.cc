@@ -4,11 +4,11 @@
 // timeouts, and a randomized soak after which every block is free or cached.
 #include <gtest/gtest.h>
 
-#include <future>
 #include <random>
 #include <thread>
 
 #include "support/engine_runner.h"
+#include "support/pool_free.h"
 
 namespace pdserve {
 namespace {
@@ -85,7 +85,7 @@ TEST(PrefixCache, OutputsIdenticalOffColdWarmSequentialAndConcurrent) {
     // Warm requests report the cached part of their prompt (whole blocks, < prompt).
     const int expect_cached = (shared / kBs) * kBs;
     EXPECT_GE(warm[1].n_deltas, 1);
-    EXPECT_TRUE(testing::wait_idle(*on));
+    EXPECT_TRUE(testing::wait_pool_free(*on));
     auto st = on->stats();
     EXPECT_EQ(st.kv_blocks_used, 0);
     EXPECT_EQ(st.kv_blocks_free + st.kv_blocks_cached, st.kv_blocks_total);
@@ -185,7 +185,7 @@ TEST(PrefixCache, ChoicesShareThePromptAndChoiceKEqualsSeedPlusK) {
     EXPECT_EQ(choices[k].completion_tokens, 20);
   }
   EXPECT_NE(choices[0].tokens, choices[1].tokens);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
   EXPECT_EQ(e->stats().kv_blocks_used, 0);
 }
 
@@ -204,7 +204,7 @@ TEST(PrefixCache, TwentyRequestsNeedingFiveTimesThePoolAllFinishWithStandaloneOu
   // Too big for the pool at all: refused at once while others proceed.
   auto big = e->submit(prompts[0], greedy(100));
   EXPECT_FALSE(big.ok());
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
   auto st = e->stats();
   EXPECT_EQ(st.kv_blocks_free + st.kv_blocks_cached, st.kv_blocks_total);
 }
@@ -223,23 +223,17 @@ TEST(PrefixCache, PriorityPolicyServesLowerValuesFirst) {
   high.priority = -1;
   auto late_low = e->submit_group(prompts[1], greedy(4), low).value()[0];
   auto late_high = e->submit_group(prompts[2], greedy(4), high).value()[0];
-  // Record when each late request produces its first token.
-  auto first_token_time = [](std::shared_ptr<engine::RequestStream> s) {
-    return std::async(std::launch::async, [s] {
-      engine::StreamDelta d;
-      while (!s->next(d, std::chrono::milliseconds(100))) {
-      }
-      const auto t = std::chrono::steady_clock::now();
-      drain(*s);
-      return t;
-    });
-  };
-  auto t_low = first_token_time(late_low);
-  auto t_high = first_token_time(late_high);
   drain(*busy);
   // One slot: the later-submitted high-priority request runs before the low one (FCFS
-  // would run the low one first).
-  EXPECT_LT(t_high.get(), t_low.get());
+  // would run the low one first). Deltas queue up unread, so when the low one's first
+  // token is there, the high one's first token is already queued if it came first; no
+  // clock compares two threads' wake-ups.
+  engine::StreamDelta first_low, first_high;
+  ASSERT_TRUE(late_low->next(first_low, std::chrono::seconds(120)));
+  const bool high_first = late_high->next(first_high, std::chrono::milliseconds(0));
+  EXPECT_TRUE(high_first) << "the low-priority request produced a token before the high-priority one";
+  drain(*late_low);
+  drain(*late_high);
   auto m = e->metrics();
   EXPECT_EQ(m.request_success["length"], 3);
 }
@@ -255,7 +249,7 @@ TEST(PrefixCache, RequestTimeoutEndsWithAnErrorAndFreesBlocks) {
   Completion r = drain(*submit(*e, {1, 100, 200, 300}, p));
   EXPECT_EQ(r.finish, engine::FinishReason::Error);
   EXPECT_LT(r.completion_tokens, 3000);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(PrefixCache, RandomizedSoakEndsWithEveryBlockFreeOrCached) {
@@ -289,7 +283,7 @@ TEST(PrefixCache, RandomizedSoakEndsWithEveryBlockFreeOrCached) {
     }
     live.clear();
   }
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
   auto st = e->stats();
   EXPECT_EQ(st.kv_blocks_used, 0);
   EXPECT_EQ(st.kv_blocks_free + st.kv_blocks_cached, st.kv_blocks_total);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "support/engine_runner.h"
+#include "support/pool_free.h"
 #include "support/reference.h"
 
 namespace pdserve {
@@ -60,7 +61,7 @@ TEST(Engine, GreedyMatchesReferenceWithLogprobs) {
       EXPECT_EQ(c.logprobs[step].token, c.tokens[step]);
     }
   }
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, AllReferenceCasesBatchedTogetherMatch) {
@@ -68,7 +69,7 @@ TEST(Engine, AllReferenceCasesBatchedTogetherMatch) {
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
   for (size_t i = 0; i < cases().size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i]);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, ChunkedPrefillAndTinyBlocksMatch) {
@@ -79,7 +80,7 @@ TEST(Engine, ChunkedPrefillAndTinyBlocksMatch) {
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
   for (size_t i = 0; i < cases().size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i]);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, PreemptionUnderATinyPoolGivesStandaloneOutput) {
@@ -91,7 +92,7 @@ TEST(Engine, PreemptionUnderATinyPoolGivesStandaloneOutput) {
   for (int rep = 0; rep < 2; ++rep)
     for (const auto& r : cases()) streams.push_back(submit(*e, r.prompt_tokens, greedy(r.tokens.size())));
   for (size_t i = 0; i < streams.size(); ++i) expect_matches_reference(drain(*streams[i]), cases()[i % cases().size()]);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
   EXPECT_EQ(e->stats().kv_blocks_free + e->stats().kv_blocks_cached, 24);
 }
 
@@ -121,7 +122,7 @@ TEST(Engine, SeededSamplingIsReproducibleInAnyBatch) {
   // A different seed gives a different continuation (40 sampled tokens).
   p.seed = 99;
   EXPECT_NE(drain(*submit(*e, prompt, p)).tokens, alone.tokens);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 // A resumed request (prompt + the k tokens already sent, original_prompt_len = the prompt)
@@ -148,7 +149,7 @@ TEST(Engine, ResumedSeededStreamContinuesTheOriginal) {
     const Completion tail = drain(*s.value()[0]);
     EXPECT_EQ(tail.tokens, std::vector<int32_t>(full.tokens.begin() + k, full.tokens.end())) << "resumed after " << k;
   }
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, StopStringEndsGenerationAndIsNotReturned) {
@@ -163,7 +164,7 @@ TEST(Engine, StopStringEndsGenerationAndIsNotReturned) {
   p.stop = {"zzz", "girl nam"};
   c = drain(*submit(*e, r.prompt_tokens, p));
   EXPECT_EQ(c.text, r.text.substr(0, r.text.find("girl nam")));
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, MaxTokensAndContextEnd) {
@@ -185,7 +186,7 @@ TEST(Engine, MaxTokensAndContextEnd) {
   EXPECT_FALSE(e->submit(longp, greedy(1)).ok());
   EXPECT_FALSE(e->submit({}, greedy(1)).ok());
   EXPECT_FALSE(e->submit({1, 100000}, greedy(1)).ok());
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 TEST(Engine, AbortFreesBlocks) {
@@ -199,13 +200,12 @@ TEST(Engine, AbortFreesBlocks) {
   auto s = submit(*e, {1, 100, 200, 300, 400}, p);
   engine::StreamDelta d;
   ASSERT_TRUE(s->next(d, std::chrono::seconds(10)));
-  for (int i = 0; i < 100 && e->stats().kv_blocks_used == 0; ++i)  // stats are published after each step
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  testing::wait_until([&] { return e->stats().kv_blocks_used > 0; });  // stats are published after each step
   EXPECT_GT(e->stats().kv_blocks_used, 0);
   s->abort();
   Completion c = drain(*s);
   EXPECT_EQ(c.finish, engine::FinishReason::Abort);
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
   EXPECT_EQ(e->stats().kv_blocks_free, e->stats().kv_blocks_total);
 }
 
@@ -250,7 +250,7 @@ TEST(Engine, GreedyRequestIsTheSameAloneAndInBatchesOfOneToThirtyTwo) {
     EXPECT_EQ(drain(*mine).tokens, alone.tokens) << "batch of " << batch;
     for (auto& s : others) drain(*s);
   }
-  EXPECT_TRUE(testing::wait_idle(*e));
+  EXPECT_TRUE(testing::wait_pool_free(*e));
 }
 
 }  // namespace

@@ -28,14 +28,14 @@ namespace pdserve {
 namespace {
 
 /// One sequence over `m` with an f16 cache, as the reference ran.
-testing::SequenceRunner make_runner(const model::Model& m) { return testing::SequenceRunner(m, kernels::KvDtype::F16, 16, 128); }
+testing::SequenceRunner make_runner(model::Model& m) { return testing::SequenceRunner(m, kernels::KvDtype::F16, 16, 128); }
 
 int32_t argmax(const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
 
 void check_model(const std::string& model_path, const std::string& ref_path, double tol) {
   auto loaded = model::Model::load(model_path);
   ASSERT_TRUE(loaded.ok()) << loaded.error();
-  const model::Model& m = *loaded.value();
+  model::Model& m = *loaded.value();
   const auto cases = testing::load_reference(ref_path);
   ASSERT_FALSE(cases.empty());
   const int n_vocab = m.config().n_vocab;

@@ -20,6 +20,7 @@
 
 #include "server/http_server.h"
 #include "support/fake_engine.h"
+#include "support/wait.h"
 #include "tokenizer/chat_template.h"
 
 namespace pdserve::server {
@@ -42,7 +43,7 @@ class TestServer {
     cfg.api_key = std::move(api_key);
     server = std::make_unique<HttpServer>(engine, cfg);
     thread = std::thread([this] { rc = server->run(); });
-    FakeEngine::wait_until([this] { return server->port() > 0 || rc.load() >= 0; }, 10s);
+    testing::wait_until([this] { return server->port() > 0 || rc.load() >= 0; }, 10s);
     port = server->port();
   }
   ~TestServer() { shutdown(); }
@@ -509,7 +510,7 @@ TEST(ServerHttp, ErrorsKeepServing) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(json::parse(ok->body)["choices"][0]["text"], "ok");
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return s.engine.active() == 0; }));
+  EXPECT_TRUE(testing::wait_until([&] { return s.engine.active() == 0; }));
 }
 
 // ---- disconnects and shutdown ---------------------------------------------------------------
@@ -551,14 +552,14 @@ TEST(ServerHttp, ClientDisconnectMidStreamAborts) {
   // Endless generation: ignore_eos with no token limit in a huge context.
   const json body = {{"prompt", "abc"}, {"max_tokens", nullptr}, {"ignore_eos", true}, {"stream", true}};
   ASSERT_TRUE(post_and_hang_up(s.port, "/v1/completions", body.dump(), "\"text\":\"c\""));
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return s.engine.aborts() == 1; }, 10s))
+  EXPECT_TRUE(testing::wait_until([&] { return s.engine.aborts() == 1; }, 10s))
       << "aborts: " << s.engine.aborts();
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return s.engine.active() == 0; }));
+  EXPECT_TRUE(testing::wait_until([&] { return s.engine.active() == 0; }));
 
   const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "xyz"}}})},
                      {"ignore_eos", true}, {"stream", true}};
   ASSERT_TRUE(post_and_hang_up(s.port, "/v1/chat/completions", chat.dump(), "\"content\":\"x\""));
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return s.engine.aborts() == 2; }, 10s));
+  EXPECT_TRUE(testing::wait_until([&] { return s.engine.aborts() == 2; }, 10s));
 
   // The server is unaffected.
   auto ok = s.post("/v1/completions", {{"prompt", "fine"}, {"max_tokens", 4}});
@@ -576,13 +577,13 @@ TEST(ServerHttp, StopEndsRunAndAbortsStreams) {
     c.Post("/v1/completions", json{{"prompt", "abc"}, {"max_tokens", nullptr}, {"ignore_eos", true}, {"stream", true}}.dump(),
            "application/json");
   });
-  ASSERT_TRUE(FakeEngine::wait_until([&] { return s->engine.active() == 1; }));
+  ASSERT_TRUE(testing::wait_until([&] { return s->engine.active() == 1; }));
   std::this_thread::sleep_for(50ms);
   const auto t0 = std::chrono::steady_clock::now();
   s->shutdown();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(s->rc.load(), 0);
-  EXPECT_TRUE(FakeEngine::wait_until([&] { return s->engine.aborts() == 1; }));
+  EXPECT_TRUE(testing::wait_until([&] { return s->engine.aborts() == 1; }));
   client.join();
 }
 
@@ -595,7 +596,7 @@ TEST(ServerHttp, StopBeforeRunAndBindFailure) {
     server.stop();
     std::atomic<int> rc{-1};
     std::thread t([&] { rc = server.run(); });
-    EXPECT_TRUE(FakeEngine::wait_until([&] { return rc.load() >= 0; }));
+    EXPECT_TRUE(testing::wait_until([&] { return rc.load() >= 0; }));
     t.join();
     EXPECT_EQ(rc.load(), 0);
   }
