@@ -73,7 +73,7 @@ struct Sequence {
   int choice_index = 0;
   std::vector<int32_t> tokens;
   int prompt_len;
-  int max_len;                // generation ends (length) when tokens.size() reaches it
+  const int max_len;          // generation ends (length) when tokens.size() reaches it
   int num_computed = 0;       // tokens whose K/V is cached
   kv::BlockTable block_table;
   double arrival_time = 0;
