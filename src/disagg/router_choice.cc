@@ -1,6 +1,7 @@
 #include "disagg/router_choice.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "base/log.h"
@@ -11,7 +12,9 @@ namespace pdserve::disagg {
 RoutedChoice::RoutedChoice(ChoiceHost& host, Request req, std::shared_ptr<engine::RequestStream> out,
                            ChoiceLimits limits, std::function<void(const ChoiceOutcome&)> on_done)
     : host_(host), req_(std::move(req)), out_(std::move(out)), limits_(limits), on_done_(std::move(on_done)),
-      submitted_(std::chrono::steady_clock::now()), decoder_(host.tokenizer()), stop_(req_.params.stop) {
+      submitted_(std::chrono::steady_clock::now()),
+      output_(host.tokenizer(), req_.params,
+              req_.params.max_tokens > 0 ? req_.params.max_tokens : engine::OutputProcessor::kNoLimit) {
   outcome_.prompt_tokens = static_cast<int>(req_.prompt.size());
 }
 
@@ -205,27 +208,19 @@ bool RoutedChoice::handle(const GenerateResponse& msg) {
   const bool worker_done = wfinish == FinishReason::Stop || wfinish == FinishReason::Length;
   FinishReason reason = FinishReason::None;
   const int n = msg.tokens_size();
-  // Mirrors the engine's per-token step (engine.cc process_token) on the router's copy of
-  // the output, so text and stop strings are right across a resume.
+  // The engine's per-token pipeline on the router's copy of the output, so text and stop
+  // strings are right across a resume.
   for (int i = 0; i < n && reason == FinishReason::None; ++i) {
     const int32_t t = msg.tokens(i);
     delivered_.push_back(t);
-    d.tokens.push_back(t);
-    if (i < msg.logprobs_size()) d.logprobs.push_back(from_proto(msg.logprobs(i)));
     if (outcome_.ttft_s < 0) outcome_.ttft_s = since_submit();
-    if (!req_.params.ignore_eos && host_.tokenizer().is_eog(t)) {
-      reason = FinishReason::Stop;
-    } else {
-      d.text += stop_.feed(decoder_.push(t));
-      if (stop_.stopped()) reason = FinishReason::Stop;
-      else if (req_.params.max_tokens > 0 && static_cast<int>(delivered_.size()) >= req_.params.max_tokens)
-        reason = FinishReason::Length;
-      else if (i == n - 1 && worker_done) reason = wfinish;  // e.g. the context end
-    }
+    reason = output_.add_token(
+        t, i < msg.logprobs_size() ? std::optional<engine::TokenLogprob>(from_proto(msg.logprobs(i))) : std::nullopt, d);
   }
   if (reason == FinishReason::None) {
     if (worker_done) {
-      reason = wfinish;
+      reason = wfinish;  // e.g. the context end
+      output_.flush(d);
     } else if (wfinish == FinishReason::Error) {
       d.error = msg.error().empty() ? "generation failed on the decode worker" : msg.error();
       finish(std::move(d), FinishReason::Error);
@@ -238,7 +233,6 @@ bool RoutedChoice::handle(const GenerateResponse& msg) {
     // choice resumes elsewhere.
   }
   if (reason != FinishReason::None) {
-    if (!stop_.stopped()) d.text += stop_.feed(decoder_.flush()) + stop_.flush();
     finish(std::move(d), reason);
     return true;
   }

@@ -5,9 +5,9 @@
 // (original_prompt_len marks the prompt), so the client sees one unbroken stream.
 //
 // The router is the source of truth for the stream it delivers: it re-derives text from
-// the tokens with the same incremental detokenizer and stop-string checker as the engine
-// (so nothing a failed worker held back is lost at a resume), counts completion tokens
-// itself (from the original prompt) and enforces max_tokens over all attempts.
+// the tokens with the engine's own OutputProcessor (so nothing a failed worker held back
+// is lost at a resume), counts completion tokens itself (from the original prompt) and
+// enforces max_tokens over all attempts.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -25,9 +25,9 @@
 #include "base/status.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "disagg/worker_client.h"
+#include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
-#include "engine/stop_checker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::disagg {
@@ -112,8 +112,7 @@ class RoutedChoice {
 
   // Output state (pump thread; open() before the thread starts).
   std::vector<int32_t> delivered_;
-  tokenizer::StreamDecoder decoder_;
-  engine::StopChecker stop_;
+  engine::OutputProcessor output_;  // over all attempts
   int cached_tokens_ = 0;
   bool resumed_attempt_ = false;  // the current call continues delivered_ tokens
   int attempts_ = 0;

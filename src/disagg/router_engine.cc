@@ -133,8 +133,7 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
     RoutedChoice::Request req;
     req.id = opts.n == 1 ? id : id + "-" + std::to_string(k);
     req.prompt = prompt;
-    req.params = params;
-    if (req.params.seed) req.params.seed = *req.params.seed + static_cast<uint64_t>(k);
+    req.params = params.for_choice(k);
     req.priority = opts.priority;
     req.cache_salt = opts.cache_salt;
     auto stream = std::make_shared<engine::RequestStream>(req.id);

@@ -19,9 +19,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Engine::submit_group(std::ve
                                                                          const RequestOptions& opts) {
   std::vector<std::shared_ptr<RequestStream>> out;
   for (int k = 0; k < opts.n; ++k) {
-    SamplingParams p = params;
-    if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(k);
-    auto r = submit(prompt, p);
+    auto r = submit(prompt, params.for_choice(k));
     if (!r.ok()) {
       for (auto& s : out) s->abort();
       return r.status();
@@ -91,9 +89,8 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
     streams.push_back(std::make_shared<RequestStream>(std::to_string(id) + "-" + std::to_string(k)));
     if (k > 0) group->pending_forks.emplace_back(streams.back(), params.seed ? base_seed + k : random_seed());
   }
-  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, streams[0], *tok_, base_seed);
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, streams[0], *tok_, base_seed, max_len);
   seq->group = group;
-  seq->max_len = max_len;
   seq->arrival_time = now;
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
@@ -234,25 +231,14 @@ bool EngineImpl::process_token(Sequence& s, int32_t token, std::optional<TokenLo
   if (s.group->first_token_time < 0) s.group->first_token_time = now_seconds();
   StreamDelta d;
   s.tokens.push_back(token);
-  d.tokens.push_back(token);
-  if (s.params.top_logprobs >= 0 && logprob) d.logprobs.push_back(std::move(*logprob));
+  const FinishReason reason = s.output.add_token(token, std::move(logprob), d);
   d.prompt_tokens = s.prompt_len;
   d.completion_tokens = s.num_generated();
   d.cached_tokens = std::max(0, s.cached_tokens);
-
-  FinishReason reason = FinishReason::None;
-  if (!s.params.ignore_eos && tok_->is_eog(token)) {
-    reason = FinishReason::Stop;
-  } else {
-    d.text = s.stop.feed(s.decoder.push(token));
-    if (s.stop.stopped()) reason = FinishReason::Stop;
-    else if (static_cast<int>(s.tokens.size()) >= s.max_len) reason = FinishReason::Length;
-  }
   if (reason == FinishReason::None) {
     s.stream->push(std::move(d));
     return false;
   }
-  if (!s.stop.stopped()) d.text += s.stop.feed(s.decoder.flush()) + s.stop.flush();
   finish(&s, reason, std::move(d));
   return true;
 }
@@ -263,17 +249,7 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
   g.pending_forks.clear();
   for (size_t k = 0; k < forks.size(); ++k) {
     auto& [stream, seed] = forks[k];
-    auto sib = std::make_unique<Sequence>(parent.id, std::vector<int32_t>(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len),
-                                          parent.params, stream, *tok_, seed);
-    sib->group = parent.group;
-    sib->choice_index = static_cast<int>(k) + 1;
-    sib->max_len = parent.max_len;
-    sib->arrival_time = parent.arrival_time;
-    sib->deadline = parent.deadline;
-    sib->priority = parent.priority;
-    sib->cache_salt = parent.cache_salt;
-    sib->cached_tokens = parent.cached_tokens;
-    sib->role_prompt_len = parent.role_prompt_len;
+    std::unique_ptr<Sequence> sib = parent.fork(stream, seed, static_cast<int>(k) + 1);
     // Share the full prompt blocks; copy the partial last one before anyone writes to it.
     if (!kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
       sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)

@@ -88,16 +88,8 @@ void EngineImpl::drain_remote_results() {
       auto forks = std::move(s->group->pending_forks);
       s->group->pending_forks.clear();
       for (size_t k = 0; k < forks.size(); ++k) {
-        auto sib = std::make_unique<Sequence>(s->id, std::vector<int32_t>(s->tokens.begin(), s->tokens.end()), s->params,
-                                              forks[k].first, *tok_, forks[k].second);
-        sib->group = s->group;
-        sib->choice_index = static_cast<int>(k) + 1;
-        sib->max_len = s->max_len;
-        sib->arrival_time = s->arrival_time;
-        sib->deadline = s->deadline;
-        sib->priority = s->priority;
-        sib->cache_salt = s->cache_salt;
-        sib->role_prompt_len = s->role_prompt_len;
+        std::unique_ptr<Sequence> sib = s->fork(forks[k].first, forks[k].second, static_cast<int>(k) + 1);
+        sib->cached_tokens = -1;  // looked up in the prefix cache at its own first admission
         sib->remote_tried = true;
         sched_.add(std::move(sib));
       }

@@ -19,6 +19,14 @@ struct SamplingParams {
   std::vector<std::string> stop;  // stop strings, matched on text across token boundaries
   int top_logprobs = -1;        // -1 ⇒ no logprobs; 0..5 ⇒ sampled token's + N alternatives
   bool ignore_eos = false;      // generate past EOS until max_tokens
+
+  /// The parameters of choice `k` (0-based) of a request with n > 1 choices: a given seed
+  /// becomes seed + k, so each choice is reproducible and differs from its siblings.
+  SamplingParams for_choice(int k) const {
+    SamplingParams p = *this;
+    if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(k);
+    return p;
+  }
 };
 
 }  // namespace pdserve::engine

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "engine/kv_transfer.h"
+#include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
-#include "engine/stop_checker.h"
 #include "kv/kv_cache_manager.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,10 +38,31 @@ struct RequestGroup {
 /// One choice inside the engine. `tokens` = prompt followed by generated tokens; the
 /// first `num_computed` of them have their K/V in the blocks of `kv.block_table`.
 struct Sequence {
+  /// `max_len_`: the token count (prompt included) at which generation ends with Length;
+  /// above the prompt's length.
   Sequence(int64_t id_, std::vector<int32_t> prompt, const SamplingParams& p,
-           std::shared_ptr<RequestStream> s, const tokenizer::Tokenizer& tok, uint64_t seed)
+           std::shared_ptr<RequestStream> s, const tokenizer::Tokenizer& tok, uint64_t seed, int max_len_)
       : id(id_), params(p), stream(std::move(s)), tokens(std::move(prompt)),
-        prompt_len(static_cast<int>(tokens.size())), rng(seed), decoder(tok), stop(p.stop) {}
+        prompt_len(static_cast<int>(tokens.size())), max_len(max_len_), rng(seed),
+        output(tok, p, max_len_ - prompt_len) {}
+
+  /// Choice `choice_index` of the same request: this one's prompt, parameters, group,
+  /// limits, timing, priority, prefix-cache namespace, cached-token count and prompt role,
+  /// with nothing generated, no KV (no blocks, nothing computed or inserted); its output
+  /// goes to `stream` and `seed` seeds its sampler.
+  std::unique_ptr<Sequence> fork(std::shared_ptr<RequestStream> stream_, uint64_t seed, int choice_index_) const {
+    auto c = std::make_unique<Sequence>(id, std::vector<int32_t>(tokens.begin(), tokens.begin() + prompt_len), params,
+                                        std::move(stream_), output.tokenizer(), seed, max_len);
+    c->group = group;
+    c->choice_index = choice_index_;
+    c->arrival_time = arrival_time;
+    c->deadline = deadline;
+    c->priority = priority;
+    c->cache_salt = cache_salt;
+    c->cached_tokens = cached_tokens;
+    c->role_prompt_len = role_prompt_len;
+    return c;
+  }
 
   int64_t id;
   SamplingParams params;
@@ -50,15 +71,14 @@ struct Sequence {
   int choice_index = 0;
   std::vector<int32_t> tokens;
   int prompt_len;
-  int max_len = 0;            // generation ends (length) when tokens.size() reaches it
+  const int max_len;          // generation ends (length) when tokens.size() reaches it
   int num_computed = 0;       // tokens whose K/V is cached
   kv::KvSeq kv;               // blocks and prefix-cache state (changed by the KvCacheManager)
   double arrival_time = 0;
   double deadline = 0;        // abort after this time (0 = none)
   int priority = 0;           // lower runs first under the priority policy
   std::mt19937_64 rng;
-  tokenizer::StreamDecoder decoder;
-  StopChecker stop;
+  OutputProcessor output;     // generated tokens ▸ stream deltas
   int num_preemptions = 0;
 
   // Prefix cache state.

@@ -20,7 +20,7 @@
 
 #include "disagg/decode_service.h"
 #include "disagg/router_engine.h"
-#include "engine/stop_checker.h"
+#include "engine/output_processor.h"
 #include "support/fake_engine.h"
 #include "support/wait.h"
 #include "support/server_process.h"
@@ -78,8 +78,7 @@ class ContinuationEngine : public engine::Engine {
     std::vector<std::shared_ptr<engine::RequestStream>> out;
     for (int k = 0; k < opts.n; ++k) {
       auto s = std::make_shared<engine::RequestStream>("c" + std::to_string(++ids_));
-      engine::SamplingParams p = params;
-      if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(k);
+      const engine::SamplingParams p = params.for_choice(k);
       ++active_;
       threads_.emplace_back([this, s, prompt, p] {
         run(*s, prompt, p);
@@ -134,8 +133,7 @@ class ContinuationEngine : public engine::Engine {
   void run(engine::RequestStream& out, std::vector<int32_t> seq, const engine::SamplingParams& p) {
     const int n = static_cast<int>(seq.size());
     const int max_len = p.max_tokens > 0 ? std::min(kContext, n + p.max_tokens) : kContext;
-    tokenizer::StreamDecoder decoder(tok_);
-    engine::StopChecker stop(p.stop);
+    engine::OutputProcessor output(tok_, p, max_len - n);
     auto sleep_ms = [&](int ms) {
       for (int i = 0; i < ms && !out.aborted() && !stopped(); i += 1) std::this_thread::sleep_for(1ms);
     };
@@ -155,15 +153,10 @@ class ContinuationEngine : public engine::Engine {
       seq.push_back(t);
       ++generated_;
       engine::StreamDelta d;
-      d.tokens = {t};
+      const engine::FinishReason reason = output.add_token(t, std::nullopt, d);
       d.prompt_tokens = n;
       d.completion_tokens = static_cast<int>(seq.size()) - n;
-      d.text = stop.feed(decoder.push(t));
-      engine::FinishReason reason = engine::FinishReason::None;
-      if (stop.stopped()) reason = engine::FinishReason::Stop;
-      else if (static_cast<int>(seq.size()) >= max_len) reason = engine::FinishReason::Length;
       if (reason != engine::FinishReason::None) {
-        if (!stop.stopped()) d.text += stop.feed(decoder.flush()) + stop.flush();
         d.finish = reason;
         out.push(std::move(d));
         return;

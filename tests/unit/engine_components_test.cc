@@ -1,11 +1,13 @@
-// Stop strings and the sampler, on hand-made inputs.
+// Stop strings, the sampler and sequence forks, on hand-made inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "engine/sampler.h"
+#include "engine/sequence.h"
 #include "engine/stop_checker.h"
+#include "support/fake_engine.h"
 
 namespace pdserve::engine {
 namespace {
@@ -80,6 +82,61 @@ TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
     ones += x;
   }
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
+TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {
+  testing::FakeTokenizer tok;
+  SamplingParams p;
+  p.stop = {"zz"};
+  p.top_logprobs = 2;
+  Sequence parent(7, tok.ids("abc"), p, std::make_shared<RequestStream>("7-0"), tok, 11, 8);
+  parent.group = std::make_shared<RequestGroup>();
+  parent.arrival_time = 1.5;
+  parent.deadline = 9.5;
+  parent.priority = 3;
+  parent.cache_ns = 77;
+  parent.cache_salt = "tenant";
+  parent.cached_tokens = 2;
+  parent.role_prompt_len = 2;
+  parent.tokens.push_back(tok.ids("x")[0]);  // generated
+  parent.num_computed = 4;
+  parent.block_table.blocks = {5};
+  parent.num_inserted = 1;
+  parent.num_preemptions = 1;
+  StreamDelta d;
+  parent.output.add_token(parent.tokens.back(), std::nullopt, d);
+
+  auto stream = std::make_shared<RequestStream>("7-2");
+  const std::unique_ptr<Sequence> c = parent.fork(stream, 42, 2);
+  EXPECT_EQ(c->id, 7);
+  EXPECT_EQ(c->choice_index, 2);
+  EXPECT_EQ(c->stream, stream);
+  EXPECT_EQ(c->group, parent.group);
+  EXPECT_EQ(c->tokens, tok.ids("abc"));
+  EXPECT_EQ(c->prompt_len, 3);
+  EXPECT_EQ(c->params.stop, p.stop);
+  EXPECT_EQ(c->params.top_logprobs, 2);
+  EXPECT_EQ(c->max_len, 8);
+  EXPECT_EQ(c->arrival_time, 1.5);
+  EXPECT_EQ(c->deadline, 9.5);
+  EXPECT_EQ(c->priority, 3);
+  EXPECT_EQ(c->cache_ns, 77u);
+  EXPECT_EQ(c->cache_salt, "tenant");
+  EXPECT_EQ(c->cached_tokens, 2);
+  EXPECT_EQ(c->role_prompt_len, 2);
+  EXPECT_EQ(c->rng, std::mt19937_64(42));
+  EXPECT_EQ(c->num_computed, 0);
+  EXPECT_TRUE(c->block_table.blocks.empty());
+  EXPECT_EQ(c->cache_node, nullptr);
+  EXPECT_EQ(c->num_inserted, 0);
+  EXPECT_EQ(c->num_preemptions, 0);
+  EXPECT_EQ(c->kv_sink, nullptr);
+  // Its own output: nothing generated yet, ends at max_len like the parent.
+  EXPECT_EQ(c->output.num_generated(), 0);
+  std::vector<FinishReason> reasons;
+  for (int i = 0; i < 8 - 3; ++i) reasons.push_back(c->output.add_token(tok.ids("y")[0], std::nullopt, d));
+  const auto None = FinishReason::None;
+  EXPECT_EQ(reasons, (std::vector<FinishReason>{None, None, None, None, FinishReason::Length}));
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ class SchedulerTest : public ::testing::Test {
   Sequence* add(int64_t id, int len, double t, int priority = 0, int first = 100) {
     std::vector<int32_t> prompt(len);
     std::iota(prompt.begin(), prompt.end(), first);
-    auto s = std::make_unique<Sequence>(id, prompt, SamplingParams{}, nullptr, *tok_, 0);
+    auto s = std::make_unique<Sequence>(id, prompt, SamplingParams{}, nullptr, *tok_, 0, /*max_len=*/1 << 20);
     s->arrival_time = t;
     s->priority = priority;
     s->role_prompt_len = len;
