@@ -52,7 +52,7 @@ class EngineImpl final : public Engine {
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx), pool_(shape.num_blocks),
         cache_(shape), radix_(pool_, shape.block_size, eviction),
         sched_(sc, pool_, cfg.prefix_cache ? &radix_ : nullptr),
-        blocks_(cache_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
+        blocks_(cache_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))) {
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }
