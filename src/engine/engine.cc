@@ -65,20 +65,20 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   for (int32_t t : prompt)
     if (t < 0 || t >= model_->config().n_vocab)
       return Status::InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary (size " +
-                                     std::to_string(model_->config().n_vocab) + ")");
+                           std::to_string(model_->config().n_vocab) + ")");
   const int n = static_cast<int>(prompt.size());
   if (n >= n_ctx_)
     return Status::InvalidArgument("the prompt has " + std::to_string(n) + " tokens but the context length is " +
-                                   std::to_string(n_ctx_) + "; at most " + std::to_string(n_ctx_ - 1) +
-                                   " prompt tokens leave room for generation");
+                         std::to_string(n_ctx_) + "; at most " + std::to_string(n_ctx_ - 1) +
+                         " prompt tokens leave room for generation");
   int max_len = n_ctx_;
   if (params.max_tokens > 0) max_len = static_cast<int>(std::min<int64_t>(n_ctx_, int64_t{n} + params.max_tokens));
   const int bs = cache_.shape().block_size;
   const int64_t blocks = (max_len + bs - 1) / bs;
   if (blocks > pool_.num_blocks())
     return Status::ResourceExhausted("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
-                                     std::to_string(blocks) + " blocks) but the pool has only " +
-                                     std::to_string(pool_.num_blocks()) + " blocks; lower max_tokens or the prompt");
+                         std::to_string(blocks) + " blocks) but the pool has only " +
+                         std::to_string(pool_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
   const double now = now_seconds();
   auto group = std::make_shared<RequestGroup>();

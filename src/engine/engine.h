@@ -36,14 +36,14 @@ struct EngineConfig {
   int block_size = 16;             // tokens per KV block
   int64_t num_kv_blocks = 0;       // 0 ⇒ derived from kv_cache_mb
   int64_t kv_cache_mb = 0;         // 0 ⇒ enough for max_seqs full contexts, capped at 1 GiB
-  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // --kv-dtype f16 | f32
   int max_batched_tokens = 2048;   // token budget per step
   int max_seqs = 64;               // running sequences per step
   int ctx_size = 0;                // 0 ⇒ the model's context_length
   bool prefix_cache = true;        // radix prefix cache (--no-prefix-cache turns it off)
-  kv::EvictionPolicy eviction{};   // value-initialised: kLru (checked in engine.cc)
+  kv::EvictionPolicy eviction{};   // --eviction; value-initialised: kLru (checked in engine.cc)
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
-  SchedulingPolicy scheduling_policy{};  // value-initialised: kFcfs (checked in engine.cc)
+  SchedulingPolicy scheduling_policy{};  // --scheduling-policy; value-initialised: kFcfs (checked in engine.cc)
   double request_timeout_s = 0;    // abort requests running longer (0 = never)
   // Decode worker: where prompt KV can come from, and the uncached prompt length (tokens)
   // at or below which the prompt is prefilled locally anyway (conditional disaggregation).
