@@ -1,5 +1,9 @@
 // Status / Result<T>: error values for code paths where failure is expected input
 // (a corrupt model file, a bad request), not a programming error.
+//
+// A Status carries a code (what kind of failure, for callers to decide on) and a message
+// (for people). Code decides, message explains: no caller compares messages.
+// server/api_error maps codes to HTTP + OpenAI error types, disagg/grpc_status to gRPC.
 #pragma once
 
 #include <string>
@@ -8,22 +12,82 @@
 
 namespace pdserve {
 
-/// A success or an error message. Cheap to copy; `ok()` is true on success.
+/// What kind of failure a Status reports (a subset of the gRPC / absl canonical codes,
+/// with the same meanings).
+enum class StatusCode {
+  Ok = 0,
+  /// The caller's input is wrong (a bad request field, a malformed file or message);
+  /// retrying the same input fails the same way.
+  InvalidArgument,
+  /// A named thing does not exist (a file, a model, a tensor).
+  NotFound,
+  /// The system is not in the state the operation needs (e.g. two workers' KV layouts
+  /// differ); no retry helps until the configuration changes.
+  FailedPrecondition,
+  /// The request needs more of a resource (KV blocks, memory) than the server has.
+  ResourceExhausted,
+  /// The service cannot serve now (shutting down, no healthy worker); a retry may succeed.
+  Unavailable,
+  /// A deadline passed before the operation finished.
+  DeadlineExceeded,
+  /// Data was corrupted (e.g. a KV block's checksum does not match).
+  DataLoss,
+  /// The operation was cancelled (an abort, the caller went away).
+  Cancelled,
+  /// A bug or an unexpected failure of a dependency.
+  Internal,
+};
+
+/// The code's name as spelled above ("InvalidArgument"), for logs and tests.
+inline const char* name(StatusCode c) {
+  switch (c) {
+    case StatusCode::Ok: return "Ok";
+    case StatusCode::InvalidArgument: return "InvalidArgument";
+    case StatusCode::NotFound: return "NotFound";
+    case StatusCode::FailedPrecondition: return "FailedPrecondition";
+    case StatusCode::ResourceExhausted: return "ResourceExhausted";
+    case StatusCode::Unavailable: return "Unavailable";
+    case StatusCode::DeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::DataLoss: return "DataLoss";
+    case StatusCode::Cancelled: return "Cancelled";
+    case StatusCode::Internal: return "Internal";
+  }
+  return "Unknown";
+}
+
+/// A success or an error: a code plus a message. Cheap to copy; `ok()` is true on success.
 class Status {
  public:
   Status() = default;
+  /// An error with `code` (Ok gives success, and the message is dropped).
+  Status(StatusCode code, std::string msg)
+      : code_(code), msg_(code == StatusCode::Ok ? std::string() : std::move(msg)) {}
+
   static Status Ok() { return Status(); }
-  static Status Error(std::string msg) { return Status(std::move(msg), true); }
-  bool ok() const { return !err_; }
+  static Status InvalidArgument(std::string msg) { return {StatusCode::InvalidArgument, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {StatusCode::NotFound, std::move(msg)}; }
+  static Status FailedPrecondition(std::string msg) { return {StatusCode::FailedPrecondition, std::move(msg)}; }
+  static Status ResourceExhausted(std::string msg) { return {StatusCode::ResourceExhausted, std::move(msg)}; }
+  static Status Unavailable(std::string msg) { return {StatusCode::Unavailable, std::move(msg)}; }
+  static Status DeadlineExceeded(std::string msg) { return {StatusCode::DeadlineExceeded, std::move(msg)}; }
+  static Status DataLoss(std::string msg) { return {StatusCode::DataLoss, std::move(msg)}; }
+  static Status Cancelled(std::string msg) { return {StatusCode::Cancelled, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {StatusCode::Internal, std::move(msg)}; }
+
+  bool ok() const { return code_ == StatusCode::Ok; }
+  StatusCode code() const { return code_; }
   const std::string& message() const { return msg_; }
+  /// The same code with "context: message" as the message (success stays success).
+  Status annotate(const std::string& context) const {
+    return ok() ? *this : Status(code_, context + ": " + msg_);
+  }
 
  private:
-  Status(std::string msg, bool err) : msg_(std::move(msg)), err_(err) {}
+  StatusCode code_ = StatusCode::Ok;
   std::string msg_;
-  bool err_ = false;
 };
 
-/// A value of type T or an error message (like std::expected<T, std::string>).
+/// A value of type T or an error Status (like std::expected<T, Status>).
 template <typename T>
 class Result {
  public:
@@ -37,6 +101,8 @@ class Result {
   T& operator*() { return std::get<0>(v_); }
   /// The error message; empty when ok().
   std::string error() const { return ok() ? std::string() : std::get<1>(v_).message(); }
+  /// The error's code; StatusCode::Ok when ok().
+  StatusCode code() const { return ok() ? StatusCode::Ok : std::get<1>(v_).code(); }
   Status status() const { return ok() ? Status::Ok() : std::get<1>(v_); }
 
  private:

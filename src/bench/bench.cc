@@ -36,9 +36,9 @@ Result<Workload> build_workload(const BenchConfig& cfg, int64_t min_input) {
     if (!fmt.ok()) return fmt.status();
     auto trace = read_trace(fmt.value(), cfg.trace_path);
     if (!trace.ok()) return trace.status();
-    if (trace.value().empty()) return Status::Error(cfg.trace_path + ": no requests");
+    if (trace.value().empty()) return Status::InvalidArgument(cfg.trace_path + ": no requests");
     Workload w = scale_trace(trace.value(), fmt.value(), cfg.scaling, min_input);
-    if (w.items.empty()) return Status::Error("no trace requests left after --max-requests/--duration");
+    if (w.items.empty()) return Status::InvalidArgument("no trace requests left after --max-requests/--duration");
     return w;
   }
   SyntheticOptions o;
@@ -79,12 +79,12 @@ std::string request_body(const BenchConfig& cfg, const std::string& prompt, int6
 Result<BenchReport> run_bench(const BenchConfig& cfg) {
   if (!cfg.extra_body.empty()) {
     auto extra = nlohmann::json::parse(cfg.extra_body, nullptr, false);
-    if (extra.is_discarded() || !extra.is_object()) return Status::Error("--extra-body must be a JSON object");
+    if (extra.is_discarded() || !extra.is_object()) return Status::InvalidArgument("--extra-body must be a JSON object");
   }
   auto file = gguf::GgufFile::open(cfg.tokenizer);
-  if (!file.ok()) return Status::Error("tokenizer: " + file.error());
+  if (!file.ok()) return file.status().annotate("tokenizer");
   auto tok = tokenizer::Tokenizer::from_gguf(*file.value());
-  if (!tok.ok()) return Status::Error("tokenizer " + cfg.tokenizer + ": " + tok.error());
+  if (!tok.ok()) return tok.status().annotate("tokenizer " + cfg.tokenizer);
   auto synth = PromptSynthesizer::create(*tok.value(), cfg.seed);
   if (!synth.ok()) return synth.status();
   auto wl = build_workload(cfg, synth.value().min_tokens());
@@ -101,7 +101,7 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
   for (size_t i = 0; i < w.items.size(); ++i) {
     const WorkItem& it = w.items[i];
     auto p = synth.value().synthesize(it.input_len, it.hash_ids, w.block_tokens, /*request_seed=*/i);
-    if (!p.ok()) return Status::Error("request " + std::to_string(i) + ": " + p.error());
+    if (!p.ok()) return p.status().annotate("request " + std::to_string(i));
     specs.push_back({it.arrival_s, request_body(cfg, p.value().text, it.output_len)});
     rep.expected_input.push_back(it.input_len);
     rep.expected_output.push_back(it.output_len);

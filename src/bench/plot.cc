@@ -84,7 +84,7 @@ std::string panel(const std::string& file, bool has_data, const std::string& tit
 
 Status write_plot(const BenchReport& r, const std::string& png_path) {
   char tmpl[] = "/tmp/pdserve-bench-plot-XXXXXX";
-  if (!::mkdtemp(tmpl)) return Status::Error(std::string("mkdtemp: ") + std::strerror(errno));
+  if (!::mkdtemp(tmpl)) return Status::Internal(std::string("mkdtemp: ") + std::strerror(errno));
   const std::filesystem::path dir(tmpl);
   struct Cleanup {
     std::filesystem::path d;
@@ -162,10 +162,10 @@ Status write_plot(const BenchReport& r, const std::string& png_path) {
       out << script(term);
     }
     const int rc = run_gnuplot(f_script, (dir / "gnuplot.err").string(), &err);
-    if (rc == 127) return Status::Error("gnuplot not found (install gnuplot-nox): " + err);
+    if (rc == 127) return Status::NotFound("gnuplot not found (install gnuplot-nox): " + err);
     if (rc == 0 && std::filesystem::exists(png_path) && std::filesystem::file_size(png_path) > 0) return Status::Ok();
   }
-  return Status::Error("gnuplot failed: " + err);
+  return Status::Internal("gnuplot failed: " + err);
 }
 
 }  // namespace pdserve::bench

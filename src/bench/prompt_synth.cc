@@ -62,7 +62,7 @@ Result<PromptSynthesizer> PromptSynthesizer::create(const tokenizer::Tokenizer& 
     s.pool_text_.push_back(candidates[i].second);
   }
   if (s.pool_.size() < kMinPool)
-    return Status::Error("tokenizer has only " + std::to_string(s.pool_.size()) +
+    return Status::InvalidArgument("tokenizer has only " + std::to_string(s.pool_.size()) +
                          " usable single-token words (need " + std::to_string(kMinPool) + ") to synthesize prompts");
   return s;
 }
@@ -77,7 +77,7 @@ Result<PromptSynthesizer::Prompt> PromptSynthesizer::synthesize(int64_t num_toke
                                                                  const std::vector<int64_t>& hash_ids,
                                                                  int64_t block_tokens, uint64_t request_seed) const {
   if (num_tokens < min_tokens())
-    return Status::Error("prompt length " + std::to_string(num_tokens) + " below the minimum " +
+    return Status::InvalidArgument("prompt length " + std::to_string(num_tokens) + " below the minimum " +
                          std::to_string(min_tokens()));
   // A vocab that appends EOS (add_eos) spends the last position on it.
   const int64_t body = num_tokens - (add_eos_ ? 1 : 0);
@@ -106,7 +106,7 @@ Result<PromptSynthesizer::Prompt> PromptSynthesizer::synthesize(int64_t num_toke
   if (strip_leading_space_ && !p.text.empty()) p.text.erase(0, 1);
   const std::vector<int32_t> check = tok_->encode(p.text, add_special_);
   if (check != p.tokens)
-    return Status::Error("synthesized prompt re-encodes to " + std::to_string(check.size()) + " tokens instead of " +
+    return Status::InvalidArgument("synthesized prompt re-encodes to " + std::to_string(check.size()) + " tokens instead of " +
                          std::to_string(p.tokens.size()));
   return p;
 }

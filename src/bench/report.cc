@@ -166,9 +166,9 @@ nlohmann::json report_json(const BenchReport& r) {
 
 Status write_json(const BenchReport& r, const std::string& path) {
   std::ofstream out(path);
-  if (!out) return Status::Error("cannot write " + path);
+  if (!out) return Status::Internal("cannot write " + path);
   out << report_json(r).dump(2) << "\n";
-  if (!out) return Status::Error("error writing " + path);
+  if (!out) return Status::Internal("error writing " + path);
   return Status::Ok();
 }
 

@@ -47,7 +47,7 @@ Result<TraceFormat> parse_trace_format(std::string_view name) {
   const std::string n = lower(name);
   if (n == "mooncake") return TraceFormat::Mooncake;
   if (n == "azure") return TraceFormat::Azure;
-  return Status::Error("unknown trace format '" + std::string(name) + "' (expected mooncake or azure)");
+  return Status::InvalidArgument("unknown trace format '" + std::string(name) + "' (expected mooncake or azure)");
 }
 
 const char* trace_format_name(TraceFormat f) { return f == TraceFormat::Mooncake ? "mooncake" : "azure"; }
@@ -80,7 +80,7 @@ bool parse_datetime(std::string_view t, int64_t* seconds, double* fraction) {
 
 Result<std::vector<TraceEntry>> read_mooncake_trace(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::Error("cannot open trace " + path);
+  if (!in) return Status::NotFound("cannot open trace " + path);
   std::vector<TraceEntry> out;
   std::string line;
   size_t lineno = 0;
@@ -89,7 +89,7 @@ Result<std::vector<TraceEntry>> read_mooncake_trace(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(lineno) + ": ";
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return Status::Error(where + "not a JSON object");
+    if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument(where + "not a JSON object");
     auto num = [&](const char* key, bool required, double* v) -> bool {
       auto it = j.find(key);
       if (it == j.end() || !it->is_number()) return !required;
@@ -98,15 +98,15 @@ Result<std::vector<TraceEntry>> read_mooncake_trace(const std::string& path) {
     };
     double ts = 0, in_len = 0, out_len = 0;
     if (!num("timestamp", true, &ts) || !num("input_length", true, &in_len) || !num("output_length", true, &out_len))
-      return Status::Error(where + "needs numeric timestamp, input_length and output_length");
+      return Status::InvalidArgument(where + "needs numeric timestamp, input_length and output_length");
     TraceEntry e;
     e.timestamp_s = ts / 1000.0;
     e.input_len = static_cast<int64_t>(in_len);
     e.output_len = static_cast<int64_t>(out_len);
     if (auto it = j.find("hash_ids"); it != j.end()) {
-      if (!it->is_array()) return Status::Error(where + "hash_ids is not an array");
+      if (!it->is_array()) return Status::InvalidArgument(where + "hash_ids is not an array");
       for (const auto& h : *it) {
-        if (!h.is_number_integer()) return Status::Error(where + "hash_ids holds a non-integer");
+        if (!h.is_number_integer()) return Status::InvalidArgument(where + "hash_ids holds a non-integer");
         e.hash_ids.push_back(h.get<int64_t>());
       }
     }
@@ -118,12 +118,12 @@ Result<std::vector<TraceEntry>> read_mooncake_trace(const std::string& path) {
 
 Result<std::vector<TraceEntry>> read_azure_trace(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::Error("cannot open trace " + path);
+  if (!in) return Status::NotFound("cannot open trace " + path);
   std::string line;
-  if (!std::getline(in, line)) return Status::Error(path + ": empty file");
+  if (!std::getline(in, line)) return Status::InvalidArgument(path + ": empty file");
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (lower(line).rfind("timestamp,contexttokens,generatedtokens", 0) != 0)
-    return Status::Error(path + ": expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
+    return Status::InvalidArgument(path + ": expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
   std::vector<TraceEntry> out;
   std::vector<std::pair<int64_t, double>> stamps;
   size_t lineno = 1;
@@ -134,15 +134,15 @@ Result<std::vector<TraceEntry>> read_azure_trace(const std::string& path) {
     const std::string where = path + ":" + std::to_string(lineno) + ": ";
     const size_t c1 = line.find(',');
     const size_t c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
-    if (c2 == std::string::npos) return Status::Error(where + "expected 3 comma-separated fields");
+    if (c2 == std::string::npos) return Status::InvalidArgument(where + "expected 3 comma-separated fields");
     int64_t sec = 0;
     double frac = 0;
     TraceEntry e;
     if (!parse_datetime(std::string_view(line).substr(0, c1), &sec, &frac))
-      return Status::Error(where + "bad TIMESTAMP '" + line.substr(0, c1) + "'");
+      return Status::InvalidArgument(where + "bad TIMESTAMP '" + line.substr(0, c1) + "'");
     if (!parse_int(std::string_view(line).substr(c1 + 1, c2 - c1 - 1), &e.input_len) ||
         !parse_int(std::string_view(line).substr(c2 + 1), &e.output_len))
-      return Status::Error(where + "bad token counts");
+      return Status::InvalidArgument(where + "bad token counts");
     stamps.emplace_back(sec, frac);
     out.push_back(std::move(e));
   }

@@ -70,7 +70,7 @@ Result<LengthDist> LengthDist::parse(const std::string& spec) {
     }
   };
   LengthDist d;
-  const auto bad = Status::Error("bad length distribution '" + spec +
+  const auto bad = Status::InvalidArgument("bad length distribution '" + spec +
                                  "' (expected N, uniform:LO:HI, normal:MEAN:STD or exp:MEAN)");
   if (parts.size() == 1) {
     if (!number(parts[0], &d.a) || d.a < 1) return bad;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/log.h"
+#include "cli/choice_option.h"
 #include "cli/commands.h"
 #include "disagg/router_engine.h"
 #include "disagg/worker_client.h"
@@ -19,9 +20,7 @@ void add_router_command(CLI::App& app, RouterArgs& a) {
   cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC)")->required();
   cmd->add_option("--decode-long", a.decode_long, "decode workers for long prompts (policy length)");
   cmd->add_option("--prefill", a.prefill, "prefill workers (informational: decode workers own their prefill list)");
-  cmd->add_option("--policy", a.policy, "routing policy")
-      ->default_val("least_load")
-      ->check(CLI::IsMember({"round_robin", "least_load", "prefix_affinity", "length"}));
+  add_choice_option(*cmd, "--policy", a.policy, routing_choices(), "routing policy", "least_load");
   cmd->add_option("--long-prompt-threshold", a.long_prompt_threshold, "policy length: prompts longer than this many tokens go to --decode-long")
       ->default_val(1024)->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefix-blocks", a.prefix_blocks, "policy prefix_affinity: prompt blocks hashed for the key")->default_val(2)->check(CLI::PositiveNumber);
@@ -46,13 +45,13 @@ int run_router(const RouterArgs& a) {
       out->insert(out->end(), parsed.value().begin(), parsed.value().end());
     }
   }
-  cfg.policy.name = a.policy;
+  cfg.policy.kind = a.policy;
   cfg.policy.long_prompt_threshold = a.long_prompt_threshold;
   cfg.policy.prefix_blocks = a.prefix_blocks;
   cfg.policy.block_size = a.block_size;
   cfg.health_interval = std::chrono::milliseconds(a.health_interval_ms);
   cfg.limits.max_attempts = a.max_attempts;
-  if (a.policy == "length" && cfg.decode_long.empty())
+  if (a.policy == disagg::RoutingPolicyKind::kLength && cfg.decode_long.empty())
     PDS_LOG_WARN("policy length without --decode-long: every prompt goes to --decode");
   auto router = disagg::RouterEngine::create(std::move(cfg));
   if (!router.ok()) {

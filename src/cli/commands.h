@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "disagg/routing_policy.h"
 #include "engine/engine.h"
 
 namespace pdserve::cli {
@@ -93,7 +94,7 @@ struct RouterArgs {
   std::string model, model_name;
   HttpArgs http;
   std::vector<std::string> decode, decode_long, prefill;  // HOST:PORT lists (comma-separated)
-  std::string policy = "least_load";
+  disagg::RoutingPolicyKind policy = disagg::RoutingPolicyKind::kLeastLoad;
   int long_prompt_threshold = 1024;
   int prefix_blocks = 2, block_size = 16;
   int health_interval_ms = 500;

@@ -1,3 +1,4 @@
+#include "cli/choice_option.h"
 #include "cli/commands.h"
 
 namespace pdserve::cli {
@@ -9,16 +10,16 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
   auto* mb = cmd.add_option("--kv-cache-mb", cfg.kv_cache_mb, "KV cache size in MiB")->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--num-kv-blocks", cfg.num_kv_blocks, "KV cache size in blocks")->check(CLI::Range(1, 1 << 30))->excludes(mb);
-  cmd.add_option("--kv-dtype", cfg.kv_dtype, "KV cache dtype: f16 or f32")->default_val("f16")->check(CLI::IsMember({"f16", "f32"}));
+  add_choice_option(cmd, "--kv-dtype", cfg.kv_dtype, kv_dtype_choices(), "KV cache dtype: f16 or f32", "f16");
   cmd.add_option("--max-batched-tokens", cfg.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--max-seqs", cfg.max_seqs, "running sequences per step")->default_val(64)->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 30));
   cmd.add_flag("--no-prefix-cache{false}", cfg.prefix_cache, "turn the radix prefix cache off");
-  cmd.add_option("--eviction", cfg.eviction, "prefix-cache eviction: lru or lfu")->default_val("lru")->check(CLI::IsMember({"lru", "lfu"}));
+  add_choice_option(cmd, "--eviction", cfg.eviction, eviction_choices(), "prefix-cache eviction: lru or lfu", "lru");
   cmd.add_option("--long-prefill-threshold", cfg.long_prefill_threshold,
                  "max prompt tokens of one request per step (0 = the whole budget)")->check(CLI::Range(0, 1 << 30));
-  cmd.add_option("--scheduling-policy", cfg.scheduling_policy, "fcfs or priority (request field 'priority', lower first)")
-      ->default_val("fcfs")->check(CLI::IsMember({"fcfs", "priority"}));
+  add_choice_option(cmd, "--scheduling-policy", cfg.scheduling_policy, scheduling_choices(),
+                    "fcfs or priority (request field 'priority', lower first)", "fcfs");
   cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
       ->check(kFinite & CLI::Range(0.0, 1e9));
 }

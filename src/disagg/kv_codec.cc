@@ -36,15 +36,15 @@ std::string compress(const std::string& raw, const std::string& codec, int level
 
 Status decompress(const std::string& in, const std::string& codec, size_t expect, std::string& out) {
   if (codec == "none") {
-    if (in.size() != expect) return Status::Error("payload of " + std::to_string(in.size()) + " bytes, expected " + std::to_string(expect));
+    if (in.size() != expect) return Status::InvalidArgument("payload of " + std::to_string(in.size()) + " bytes, expected " + std::to_string(expect));
     out = in;
     return Status::Ok();
   }
-  if (codec != "zstd") return Status::Error("unknown codec '" + codec + "'");
+  if (codec != "zstd") return Status::InvalidArgument("unknown codec '" + codec + "'");
   out.resize(expect);
   const size_t n = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
-  if (ZSTD_isError(n)) return Status::Error(std::string("zstd: ") + ZSTD_getErrorName(n));
-  if (n != expect) return Status::Error("zstd payload of " + std::to_string(n) + " bytes, expected " + std::to_string(expect));
+  if (ZSTD_isError(n)) return Status::InvalidArgument(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != expect) return Status::InvalidArgument("zstd payload of " + std::to_string(n) + " bytes, expected " + std::to_string(expect));
   return Status::Ok();
 }
 
@@ -80,11 +80,11 @@ Status parse_codec(const std::string& s, std::string& codec, int& level) {
     } catch (...) {
       level = -1;
     }
-    if (level < 1 || level > 19) return Status::Error("--kv-compression zstd level must be 1..19");
+    if (level < 1 || level > 19) return Status::InvalidArgument("--kv-compression zstd level must be 1..19");
     codec = "zstd";
     return Status::Ok();
   }
-  return Status::Error("--kv-compression must be none, zstd or zstd:LEVEL");
+  return Status::InvalidArgument("--kv-compression must be none, zstd or zstd:LEVEL");
 }
 
 CacheBlock encode_blocks(const std::string& request_id, int layer, int first_block,
@@ -108,13 +108,13 @@ CacheBlock encode_blocks(const std::string& request_id, int layer, int first_blo
 }
 
 Status decode_blocks(const CacheBlock& msg, size_t block_bytes, std::string& k, std::string& v) {
-  if (msg.block_count() <= 0) return Status::Error("block_count must be positive");
+  if (msg.block_count() <= 0) return Status::InvalidArgument("block_count must be positive");
   const size_t expect = static_cast<size_t>(msg.block_count()) * block_bytes;
   Status s = decompress(msg.k(), msg.codec(), expect, k);
   if (!s.ok()) return s;
   s = decompress(msg.v(), msg.codec(), expect, v);
   if (!s.ok()) return s;
-  if (crc32c(v.data(), v.size(), crc32c(k.data(), k.size())) != msg.checksum()) return Status::Error("checksum mismatch");
+  if (crc32c(v.data(), v.size(), crc32c(k.data(), k.size())) != msg.checksum()) return Status::DataLoss("checksum mismatch");
   return Status::Ok();
 }
 

@@ -24,7 +24,8 @@ CacheBlock encode_blocks(const std::string& request_id, int layer, int first_blo
                          size_t block_bytes, const std::string& codec, int level);
 
 /// Decompresses a CacheBlock into raw K and V bytes (block_count × block_bytes each) and
-/// verifies the checksum. Errors: unknown codec, bad sizes, "checksum mismatch".
+/// verifies the checksum. Errors: InvalidArgument for an unknown codec or bad sizes,
+/// DataLoss when the checksum does not match.
 Status decode_blocks(const CacheBlock& msg, size_t block_bytes, std::string& k, std::string& v);
 
 }  // namespace pdserve::disagg

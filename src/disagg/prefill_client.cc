@@ -5,17 +5,31 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "disagg/grpc_options.h"
+#include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "disagg/prefill_service.h"
 #include "disagg/proto_convert.h"
 
 namespace pdserve::disagg {
 
+const char* prefill_call_failure_reason(StatusCode code) {
+  switch (code) {
+    case StatusCode::DeadlineExceeded: return "timeout";
+    case StatusCode::FailedPrecondition: return "handshake";
+    case StatusCode::InvalidArgument:
+    case StatusCode::ResourceExhausted: return "rejected";
+    case StatusCode::Cancelled: return "cancelled";
+    default: return "stream";
+  }
+}
+
+bool retry_on_other_prefill_worker(StatusCode code) { return code != StatusCode::FailedPrecondition; }
+
 struct GrpcKvSource::Attempt {
   bool ok = false;
   bool cancelled = false;
-  std::string reason;   // failure reason label: checksum, timeout, stream, handshake, rejected, incomplete
-  std::string error;
+  Status error;        // why the attempt failed (Ok when it did not)
+  std::string reason;  // failure label: checksum, decode, protocol, incomplete or prefill_call_failure_reason
   engine::TokenLogprob first;
 };
 
@@ -134,14 +148,15 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
       if (b.layer() < 0 || b.layer() >= layout.n_layers || b.first_block() < task.num_cached_blocks ||
           b.block_count() <= 0 || b.first_block() + b.block_count() > total) {
         out.reason = "protocol";
-        out.error = "block range out of bounds";
+        out.error = Status::InvalidArgument("block range out of bounds");
         ctx.TryCancel();
         break;
       }
       Status s = decode_blocks(b, layout.block_bytes, k, v);
       if (!s.ok()) {
-        out.reason = s.message() == "checksum mismatch" ? "checksum" : "decode";
-        out.error = s.message() + " (layer " + std::to_string(b.layer()) + ", block " + std::to_string(b.first_block()) + ")";
+        out.reason = s.code() == StatusCode::DataLoss ? "checksum" : "decode";
+        out.error = Status(s.code(), s.message() + " (layer " + std::to_string(b.layer()) + ", block " +
+                                         std::to_string(b.first_block()) + ")");
         ctx.TryCancel();
         break;
       }
@@ -162,18 +177,12 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
     live_.erase(task.seq_id);
     if (cancelled_[task.seq_id]) out.cancelled = true;
   }
-  if (!out.reason.empty()) return out;
+  if (!out.error.ok()) return out;
   if (!st.ok()) {
-    switch (st.error_code()) {
-      case grpc::StatusCode::DEADLINE_EXCEEDED: out.reason = "timeout"; break;
-      case grpc::StatusCode::FAILED_PRECONDITION: out.reason = "handshake"; break;
-      case grpc::StatusCode::INVALID_ARGUMENT: out.reason = "rejected"; break;
-      case grpc::StatusCode::CANCELLED: out.reason = "cancelled"; break;
-      default: out.reason = "stream"; break;
-    }
-    out.error = st.error_message();
+    out.error = from_grpc(st);
+    out.reason = prefill_call_failure_reason(out.error.code());
     // No answer at all: the worker is down (until the health check sees it again).
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE && messages == 0) w.healthy = false;
+    if (out.error.code() == StatusCode::Unavailable && messages == 0) w.healthy = false;
     return out;
   }
   // Success only when every block of every layer arrived and verified, then the token.
@@ -182,7 +191,7 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
       if (!filled[l][b]) got_first = false;
   if (!got_first) {
     out.reason = "incomplete";
-    out.error = "the stream ended before every block and the first token arrived";
+    out.error = Status::DataLoss("the stream ended before every block and the first token arrived");
     return out;
   }
   out.ok = true;
@@ -212,9 +221,9 @@ void GrpcKvSource::run(engine::RemotePrefillTask task, engine::KvBlockAccess* bl
       break;
     }
     if (metrics_) metrics_->add_failure(a.reason);
-    PDS_LOG_WARN("KV transfer from {} failed ({}: {})", w.addr, a.reason, a.error);
-    errors += (errors.empty() ? "" : "; ") + w.addr + ": " + a.reason + " (" + a.error + ")";
-    if (a.reason == "handshake") break;  // every worker of the cluster would refuse the same way
+    PDS_LOG_WARN("KV transfer from {} failed ({}: {})", w.addr, a.reason, a.error.message());
+    errors += (errors.empty() ? "" : "; ") + w.addr + ": " + a.reason + " (" + a.error.message() + ")";
+    if (!retry_on_other_prefill_worker(a.error.code())) break;
   }
   if (!result.ok) result.error = errors.empty() ? "no healthy prefill worker" : errors;
   {

@@ -17,10 +17,22 @@
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "engine/kv_transfer.h"
 
 namespace pdserve::disagg {
+
+/// The failure label (pdserve_kv_transfer_failures_total{reason=...}) of a Prefill call
+/// that ended with `code` (from_grpc of its status): "timeout" (DeadlineExceeded),
+/// "handshake" (FailedPrecondition: the KV layouts differ), "rejected" (InvalidArgument,
+/// ResourceExhausted: the prefill engine refused the request), "cancelled", else "stream".
+const char* prefill_call_failure_reason(StatusCode code);
+
+/// Whether a KV transfer that failed with `code` is worth trying on another prefill
+/// worker: false when the cause holds for every worker of the cluster (FailedPrecondition,
+/// a KV layout mismatch), true otherwise.
+bool retry_on_other_prefill_worker(StatusCode code);
 
 struct KvSourceConfig {
   std::vector<std::string> prefill_addrs;  // host:port

@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "disagg/proto_convert.h"
 
@@ -106,7 +107,7 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   opts.kv_sink = sink;
   auto submitted = engine_.submit_group(std::vector<int32_t>(req->prompt_tokens().begin(), req->prompt_tokens().end()),
                                         params, opts);
-  if (!submitted.ok()) return {grpc::StatusCode::INVALID_ARGUMENT, submitted.error()};
+  if (!submitted.ok()) return to_grpc(submitted.status());
   std::shared_ptr<engine::RequestStream> stream = submitted.value()[0];
 
   const double t0 = now_seconds();

@@ -133,9 +133,13 @@ RoutedChoice::Opened RoutedChoice::open_somewhere(std::string* error) {
 
 Status RoutedChoice::open() {
   std::string err;
-  if (open_somewhere(&err) == Opened::Accepted) return Status::Ok();
+  const Opened r = open_somewhere(&err);
+  if (r == Opened::Accepted) return Status::Ok();
   done_.store(true);
-  return Status::Error(err);
+  // A refusal is a decode worker's verdict on the request itself; otherwise the choice was
+  // aborted, or no decode worker could take it now.
+  if (r == Opened::Rejected) return Status::InvalidArgument(err);
+  return stopping() ? Status::Cancelled(err) : Status::Unavailable(err);
 }
 
 void RoutedChoice::start() {

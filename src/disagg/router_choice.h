@@ -73,8 +73,9 @@ class RoutedChoice {
   RoutedChoice(const RoutedChoice&) = delete;
   RoutedChoice& operator=(const RoutedChoice&) = delete;
 
-  /// Opens the call on the first worker (in policy order) that accepts it. Errors: a
-  /// worker refused the request (its 400 message), or no worker could be reached.
+  /// Opens the call on the first worker (in policy order) that accepts it. Errors:
+  /// InvalidArgument when a worker refused the request (its 400 message), Cancelled when
+  /// the choice was aborted meanwhile, Unavailable when no worker could be reached.
   Status open();
   /// Starts the pump thread (after open() succeeded); the stream gets its final delta.
   void start();

@@ -24,11 +24,11 @@ struct RouterEngine::Group {
 };
 
 Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
-  if (cfg.decode.empty() && cfg.decode_long.empty()) return Status::Error("the router needs at least one decode worker (--decode)");
+  if (cfg.decode.empty() && cfg.decode_long.empty()) return Status::InvalidArgument("the router needs at least one decode worker (--decode)");
   auto file = gguf::GgufFile::open(cfg.model_path);
   if (!file.ok()) return file.status();
   auto tok = tokenizer::Tokenizer::from_gguf(*file.value());
-  if (!tok.ok()) return Status::Error(cfg.model_path + ": " + tok.error());
+  if (!tok.ok()) return tok.status().annotate(cfg.model_path);
   int gguf_ctx = 0;
   if (auto mc = model::ModelConfig::from_gguf(*file.value()); mc.ok()) gguf_ctx = mc.value().n_ctx;
   auto policy = make_routing_policy(cfg.policy);
@@ -110,18 +110,18 @@ Result<std::shared_ptr<engine::RequestStream>> RouterEngine::submit(std::vector<
 
 Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit_group(
     std::vector<int32_t> prompt, const engine::SamplingParams& params, const engine::RequestOptions& opts) {
-  if (stopping_.load()) return Status::Error("the router is shutting down");
-  if (prompt.empty()) return Status::Error("the prompt is empty");
-  if (opts.n < 1) return Status::Error("n must be at least 1");
+  if (stopping_.load()) return Status::Unavailable("the router is shutting down");
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  if (opts.n < 1) return Status::InvalidArgument("n must be at least 1");
   const int32_t n_vocab = tok_->vocab().size();
   for (int32_t t : prompt)
     if (t < 0 || (n_vocab > 0 && t >= n_vocab))
-      return Status::Error("token id " + std::to_string(t) + " is outside the vocabulary (size " + std::to_string(n_vocab) + ")");
+      return Status::InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary (size " + std::to_string(n_vocab) + ")");
   const int ctx = context_length();
   if (ctx > 0 && static_cast<int64_t>(prompt.size()) >= ctx)
-    return Status::Error("the prompt has " + std::to_string(prompt.size()) + " tokens but the context length is " +
-                         std::to_string(ctx) + "; at most " + std::to_string(ctx - 1) +
-                         " prompt tokens leave room for generation");
+    return Status::InvalidArgument("the prompt has " + std::to_string(prompt.size()) + " tokens but the context length is " +
+                                   std::to_string(ctx) + "; at most " + std::to_string(ctx - 1) +
+                                   " prompt tokens leave room for generation");
 
   const std::string id = "r" + std::to_string(next_id_++);
   auto group = std::make_shared<Group>();

@@ -38,18 +38,28 @@ uint64_t hash_bytes(const void* data, size_t n, uint64_t seed) {
   return mix64(h);
 }
 
-Result<std::unique_ptr<RoutingPolicy>> make_routing_policy(const PolicyConfig& cfg) {
-  if (cfg.name == "round_robin") return std::unique_ptr<RoutingPolicy>(new RoundRobinPolicy());
-  if (cfg.name == "least_load") return std::unique_ptr<RoutingPolicy>(new LeastLoadPolicy());
-  if (cfg.name == "prefix_affinity") {
-    if (cfg.prefix_blocks < 1 || cfg.block_size < 1 || cfg.virtual_nodes < 1)
-      return Status::Error("prefix_affinity needs prefix blocks, block size and virtual nodes >= 1");
-    return std::unique_ptr<RoutingPolicy>(
-        new PrefixAffinityPolicy(cfg.prefix_blocks, cfg.block_size, cfg.virtual_nodes));
+const char* name(RoutingPolicyKind k) {
+  switch (k) {
+    case RoutingPolicyKind::kRoundRobin: return "round_robin";
+    case RoutingPolicyKind::kLeastLoad: return "least_load";
+    case RoutingPolicyKind::kPrefixAffinity: return "prefix_affinity";
+    case RoutingPolicyKind::kLength: return "length";
   }
-  if (cfg.name == "length") return std::unique_ptr<RoutingPolicy>(new LengthPolicy(cfg.long_prompt_threshold));
-  return Status::Error("unknown routing policy '" + cfg.name +
-                       "' (round_robin, least_load, prefix_affinity, length)");
+  return "unknown";
+}
+
+Result<std::unique_ptr<RoutingPolicy>> make_routing_policy(const PolicyConfig& cfg) {
+  switch (cfg.kind) {
+    case RoutingPolicyKind::kRoundRobin: return std::unique_ptr<RoutingPolicy>(new RoundRobinPolicy());
+    case RoutingPolicyKind::kLeastLoad: return std::unique_ptr<RoutingPolicy>(new LeastLoadPolicy());
+    case RoutingPolicyKind::kPrefixAffinity:
+      if (cfg.prefix_blocks < 1 || cfg.block_size < 1 || cfg.virtual_nodes < 1)
+        return Status::InvalidArgument("prefix_affinity needs prefix blocks, block size and virtual nodes >= 1");
+      return std::unique_ptr<RoutingPolicy>(
+          new PrefixAffinityPolicy(cfg.prefix_blocks, cfg.block_size, cfg.virtual_nodes));
+    case RoutingPolicyKind::kLength: return std::unique_ptr<RoutingPolicy>(new LengthPolicy(cfg.long_prompt_threshold));
+  }
+  return Status::Internal("routing policy kind " + std::to_string(static_cast<int>(cfg.kind)) + " has no implementation");
 }
 
 // ---- round_robin ----------------------------------------------------------------------

@@ -37,15 +37,26 @@ class RoutingPolicy {
   virtual const char* name() const = 0;
 };
 
+/// The routing policies (see the top of this file).
+enum class RoutingPolicyKind { kRoundRobin, kLeastLoad, kPrefixAffinity, kLength };
+
+/// Every RoutingPolicyKind, in the order --help lists them.
+inline constexpr RoutingPolicyKind kRoutingPolicyKinds[] = {RoutingPolicyKind::kRoundRobin, RoutingPolicyKind::kLeastLoad,
+                                                            RoutingPolicyKind::kPrefixAffinity, RoutingPolicyKind::kLength};
+
+/// The policy's name as --policy spells it ("round_robin", "least_load", "prefix_affinity", "length").
+const char* name(RoutingPolicyKind k);
+
 struct PolicyConfig {
-  std::string name = "round_robin";   // round_robin | least_load | prefix_affinity | length
+  RoutingPolicyKind kind = RoutingPolicyKind::kRoundRobin;
   int long_prompt_threshold = 1024;   // length: prompts longer than this (tokens) are long
   int prefix_blocks = 2;              // prefix_affinity: blocks of the prompt that form the key
   int block_size = 16;                // prefix_affinity: tokens per block
   int virtual_nodes = 100;            // prefix_affinity: ring points per worker
 };
 
-/// The policy named by cfg.name; error for an unknown name.
+/// The policy of kind cfg.kind. Errors: InvalidArgument for prefix_affinity with a
+/// parameter below 1.
 Result<std::unique_ptr<RoutingPolicy>> make_routing_policy(const PolicyConfig& cfg);
 
 /// Healthy workers in turn (a shared counter advances once per request).

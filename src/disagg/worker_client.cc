@@ -13,9 +13,9 @@ Result<std::vector<std::string>> parse_address_list(const std::string& list) {
     if (item.empty()) return Status::Ok();
     const size_t colon = item.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      return Status::Error("'" + item + "' is not HOST:PORT");
+      return Status::InvalidArgument("'" + item + "' is not HOST:PORT");
     for (size_t i = colon + 1; i < item.size(); ++i)
-      if (!std::isdigit(static_cast<unsigned char>(item[i]))) return Status::Error("'" + item + "' has no numeric port");
+      if (!std::isdigit(static_cast<unsigned char>(item[i]))) return Status::InvalidArgument("'" + item + "' has no numeric port");
     out.push_back(item);
     item.clear();
     return Status::Ok();

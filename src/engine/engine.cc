@@ -55,25 +55,25 @@ uint64_t random_seed() { return std::random_device{}() ^ (uint64_t{std::random_d
 Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std::vector<int32_t> prompt,
                                                                              const SamplingParams& params,
                                                                              const RequestOptions& opts) {
-  if (prompt.empty()) return Status::Error("the prompt is empty");
-  if (opts.n < 1) return Status::Error("n must be at least 1");
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  if (opts.n < 1) return Status::InvalidArgument("n must be at least 1");
   if (opts.original_prompt_len < 0 || opts.original_prompt_len > static_cast<int>(prompt.size()))
-    return Status::Error("original_prompt_len must be within the prompt");
-  if (opts.kv_sink && opts.n != 1) return Status::Error("a KV sink request has one choice");
+    return Status::InvalidArgument("original_prompt_len must be within the prompt");
+  if (opts.kv_sink && opts.n != 1) return Status::InvalidArgument("a KV sink request has one choice");
   for (int32_t t : prompt)
     if (t < 0 || t >= model_->config().n_vocab)
-      return Status::Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
+      return Status::InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary (size " +
                            std::to_string(model_->config().n_vocab) + ")");
   const int n = static_cast<int>(prompt.size());
   if (n >= n_ctx_)
-    return Status::Error("the prompt has " + std::to_string(n) + " tokens but the context length is " +
+    return Status::InvalidArgument("the prompt has " + std::to_string(n) + " tokens but the context length is " +
                          std::to_string(n_ctx_) + "; at most " + std::to_string(n_ctx_ - 1) +
                          " prompt tokens leave room for generation");
   int max_len = n_ctx_;
   if (params.max_tokens > 0) max_len = static_cast<int>(std::min<int64_t>(n_ctx_, int64_t{n} + params.max_tokens));
   const int64_t blocks = kv_.blocks_for(max_len);
   if (blocks > kv_.num_blocks())
-    return Status::Error("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
+    return Status::ResourceExhausted("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
                          std::to_string(blocks) + " blocks) but the pool has only " +
                          std::to_string(kv_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
@@ -104,7 +104,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   if (seq->kv_sink) seq->sink_sent.assign(model_->config().n_layer, seq->kv_sink->skip_blocks());
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) return Status::Error("the engine is shutting down");
+    if (stop_) return Status::Unavailable("the engine is shutting down");
     inbox_.push_back(std::move(seq));
     pending_++;
   }
@@ -364,21 +364,18 @@ void EngineImpl::run() {
 
 using detail::EngineImpl;
 
+// EngineConfig's value-initialised default (engine.h only declares the enum).
+static_assert(SchedulingPolicy{} == SchedulingPolicy::kFcfs);
+
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   auto m = model::Model::load(cfg.model_path);
   if (!m.ok()) return m.status();
   auto tok = tokenizer::Tokenizer::from_gguf(m.value()->file());
-  if (!tok.ok()) return Status::Error(cfg.model_path + ": " + tok.error());
+  if (!tok.ok()) return tok.status().annotate(cfg.model_path);
   const model::ModelConfig& mc = m.value()->config();
-  auto dtype = kv::parse_kv_dtype(cfg.kv_dtype);
-  if (!dtype.ok()) return dtype.status();
-  auto eviction = kv::parse_eviction_policy(cfg.eviction);
-  if (!eviction.ok()) return eviction.status();
-  if (cfg.block_size < 1 || cfg.block_size > 1024) return Status::Error("--block-size must be in [1, 1024]");
-  if (cfg.max_batched_tokens < 1) return Status::Error("--max-batched-tokens must be >= 1");
-  if (cfg.max_seqs < 1) return Status::Error("--max-seqs must be >= 1");
-  if (cfg.scheduling_policy != "fcfs" && cfg.scheduling_policy != "priority")
-    return Status::Error("unknown scheduling policy '" + cfg.scheduling_policy + "' (use fcfs or priority)");
+  if (cfg.block_size < 1 || cfg.block_size > 1024) return Status::InvalidArgument("--block-size must be in [1, 1024]");
+  if (cfg.max_batched_tokens < 1) return Status::InvalidArgument("--max-batched-tokens must be >= 1");
+  if (cfg.max_seqs < 1) return Status::InvalidArgument("--max-seqs must be >= 1");
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
   m.value()->reserve(cfg.max_batched_tokens, cfg.max_seqs);  // a step's tokens and logits rows
 
@@ -387,28 +384,29 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   shape.n_kv_heads = mc.n_head_kv;
   shape.head_dim = mc.head_dim;
   shape.block_size = cfg.block_size;
-  shape.dtype = dtype.value();
+  shape.dtype = cfg.kv_dtype;
   const int64_t per_block = shape.bytes_per_block();
   const int64_t blocks_per_ctx = (n_ctx + cfg.block_size - 1) / cfg.block_size;
   int64_t num_blocks = cfg.num_kv_blocks;
   if (num_blocks <= 0 && cfg.kv_cache_mb > 0) num_blocks = (cfg.kv_cache_mb << 20) / per_block;
   if (num_blocks <= 0 && cfg.kv_cache_mb <= 0)
     num_blocks = std::max(blocks_per_ctx, std::min<int64_t>(blocks_per_ctx * cfg.max_seqs, detail::kDefaultKvBudgetBytes / per_block));
-  if (num_blocks < 1) return Status::Error("the KV cache must hold at least one block (" + std::to_string(per_block) + " bytes)");
+  if (num_blocks < 1) return Status::InvalidArgument("the KV cache must hold at least one block (" + std::to_string(per_block) + " bytes)");
   shape.num_blocks = static_cast<int32_t>(num_blocks);
 
   SchedulerConfig sc;
   sc.max_batched_tokens = cfg.max_batched_tokens;
   sc.max_seqs = cfg.max_seqs;
   sc.long_prefill_threshold = cfg.long_prefill_threshold;
-  sc.policy = cfg.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
+  sc.policy = cfg.scheduling_policy;
 
   PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}", cfg.model_path, mc.n_layer,
                mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx);
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
-               num_blocks * per_block >> 20, cfg.kv_dtype, cfg.prefix_cache ? "on (" + cfg.eviction + ")" : std::string("off"));
+               num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
+               cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
   return std::unique_ptr<Engine>(
-      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, eviction.value()));
+      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction));
 }
 
 }  // namespace pdserve::engine

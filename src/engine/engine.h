@@ -12,9 +12,16 @@
 #include "engine/metrics.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
+#include "kernels/attention.h"  // KvDtype
+#include "kv/eviction_policy.h"
 
 namespace pdserve::tokenizer {
 class Tokenizer;
+}
+// Declared (opaque, int-based) here so that the engine's users need not include the
+// scheduler; defined in engine/scheduler.h.
+namespace pdserve::engine {
+enum class SchedulingPolicy;
 }
 
 namespace pdserve::engine {
@@ -27,14 +34,14 @@ struct EngineConfig {
   int block_size = 16;             // tokens per KV block
   int64_t num_kv_blocks = 0;       // 0 ⇒ derived from kv_cache_mb
   int64_t kv_cache_mb = 0;         // 0 ⇒ enough for max_seqs full contexts, capped at 1 GiB
-  std::string kv_dtype = "f16";    // f16 | f32
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // --kv-dtype f16 | f32
   int max_batched_tokens = 2048;   // token budget per step
   int max_seqs = 64;               // running sequences per step
   int ctx_size = 0;                // 0 ⇒ the model's context_length
   bool prefix_cache = true;        // radix prefix cache (--no-prefix-cache turns it off)
-  std::string eviction = "lru";    // lru | lfu
+  kv::EvictionPolicy eviction = kv::EvictionPolicy::kLru;  // --eviction
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
-  std::string scheduling_policy = "fcfs";  // fcfs | priority
+  SchedulingPolicy scheduling_policy{};  // --scheduling-policy; value-initialised: kFcfs (checked in engine.cc)
   double request_timeout_s = 0;    // abort requests running longer (0 = never)
   // Decode worker: where prompt KV can come from, and the uncached prompt length (tokens)
   // at or below which the prompt is prefilled locally anyway (conditional disaggregation).
@@ -77,9 +84,11 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& cfg);
   virtual ~Engine() = default;
 
-  /// Enqueues a request. Errors (returned at once, nothing enqueued): empty prompt, a
-  /// prompt that does not leave room for one generated token in the context, a token id
-  /// outside the vocabulary, a request that could never fit in the KV pool.
+  /// Enqueues a request. Errors (returned at once, nothing enqueued): InvalidArgument for
+  /// an empty prompt, a prompt that does not leave room for one generated token in the
+  /// context or a token id outside the vocabulary; ResourceExhausted for a request that
+  /// could never fit in the KV pool; Unavailable when the engine cannot serve (shutting
+  /// down, a router without a reachable decode worker).
   virtual Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt,
                                                         const SamplingParams& params) = 0;
 

@@ -45,7 +45,7 @@ class EngineImpl final : public Engine {
              const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
-        blocks_(kv_, make_layout(model_->config(), shape, cfg.kv_dtype)) {
+        blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))) {
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }

@@ -121,17 +121,17 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->fd_ = ::open(path.c_str(), O_RDONLY);
-  if (f->fd_ < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+  if (f->fd_ < 0) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
-  if (fstat(f->fd_, &st) != 0) return Status::Error(path + ": cannot stat: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return Status::Error(path + ": is a directory, not a GGUF file");
+  if (fstat(f->fd_, &st) != 0) return Status::Internal(path + ": cannot stat: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(path + ": is a directory, not a GGUF file");
   f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ < 4) return Status::Error(path + ": not a GGUF file (only " + std::to_string(f->size_) + " bytes)");
+  if (f->size_ < 4) return Status::InvalidArgument(path + ": not a GGUF file (only " + std::to_string(f->size_) + " bytes)");
   void* m = mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, f->fd_, 0);
-  if (m == MAP_FAILED) return Status::Error(path + ": mmap failed: " + std::strerror(errno));
+  if (m == MAP_FAILED) return Status::Internal(path + ": mmap failed: " + std::strerror(errno));
   f->base_ = static_cast<const uint8_t*>(m);
   Status s = f->parse();
-  if (!s.ok()) return Status::Error(path + ": " + s.message());
+  if (!s.ok()) return s.annotate(path);
   return f;
 }
 
@@ -147,30 +147,30 @@ Status GgufFile::parse() {
   if (magic != kMagic) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "not a GGUF file (magic 0x%08x, expected 0x%08x \"GGUF\")", magic, kMagic);
-    return Status::Error(buf);
+    return Status::InvalidArgument(buf);
   }
-  if (!c.get(version_)) return Status::Error("truncated file: header ends before the version");
-  if (version_ == 1) return Status::Error("unsupported GGUF version 1 (only v2 and v3 are read; re-convert the model)");
+  if (!c.get(version_)) return Status::InvalidArgument("truncated file: header ends before the version");
+  if (version_ == 1) return Status::InvalidArgument("unsupported GGUF version 1 (only v2 and v3 are read; re-convert the model)");
   if (version_ != 2 && version_ != 3)
-    return Status::Error("unsupported GGUF version " + std::to_string(version_) + " (only v2 and v3 are read)");
+    return Status::InvalidArgument("unsupported GGUF version " + std::to_string(version_) + " (only v2 and v3 are read)");
   uint64_t n_tensors, n_kv;
-  if (!c.get(n_tensors) || !c.get(n_kv)) return Status::Error("truncated file: header ends before the counts");
+  if (!c.get(n_tensors) || !c.get(n_kv)) return Status::InvalidArgument("truncated file: header ends before the counts");
   if (n_tensors > (1u << 24) || n_kv > (1u << 24))
-    return Status::Error("corrupt header: " + std::to_string(n_tensors) + " tensors, " + std::to_string(n_kv) + " metadata keys");
+    return Status::InvalidArgument("corrupt header: " + std::to_string(n_tensors) + " tensors, " + std::to_string(n_kv) + " metadata keys");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
-    if (!c.get_string(key)) return Status::Error("truncated file while reading metadata key #" + std::to_string(i));
+    if (!c.get_string(key)) return Status::InvalidArgument("truncated file while reading metadata key #" + std::to_string(i));
     uint32_t t;
-    if (!c.get(t)) return Status::Error("truncated file while reading the type of key '" + key + "'");
-    if (!valid_value_type(t)) return Status::Error("metadata key '" + key + "' has unknown value type " + std::to_string(t));
+    if (!c.get(t)) return Status::InvalidArgument("truncated file while reading the type of key '" + key + "'");
+    if (!valid_value_type(t)) return Status::InvalidArgument("metadata key '" + key + "' has unknown value type " + std::to_string(t));
     Value v;
     std::string err;
     if (!read_value(c, static_cast<ValueType>(t), v, err)) {
-      if (!err.empty()) return Status::Error("metadata key '" + key + "' " + err);
-      return Status::Error("truncated file while reading the value of key '" + key + "'");
+      if (!err.empty()) return Status::InvalidArgument("metadata key '" + key + "' " + err);
+      return Status::InvalidArgument("truncated file while reading the value of key '" + key + "'");
     }
-    if (kv_index_.count(key)) return Status::Error("duplicate metadata key '" + key + "'");
+    if (kv_index_.count(key)) return Status::InvalidArgument("duplicate metadata key '" + key + "'");
     kv_index_[key] = kv_.size();
     kv_.emplace_back(std::move(key), std::move(v));
   }
@@ -178,32 +178,32 @@ Status GgufFile::parse() {
   if (const Value* a = find("general.alignment")) {
     auto al = a->as_int();
     if (!al || *al <= 0 || (*al & (*al - 1)) != 0)
-      return Status::Error("metadata key 'general.alignment' must be a power of two");
+      return Status::InvalidArgument("metadata key 'general.alignment' must be a power of two");
     alignment_ = static_cast<uint64_t>(*al);
   }
 
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo ti;
-    if (!c.get_string(ti.name)) return Status::Error("truncated file while reading tensor info #" + std::to_string(i));
+    if (!c.get_string(ti.name)) return Status::InvalidArgument("truncated file while reading tensor info #" + std::to_string(i));
     uint32_t nd;
-    if (!c.get(nd)) return Status::Error("truncated file while reading tensor '" + ti.name + "'");
+    if (!c.get(nd)) return Status::InvalidArgument("truncated file while reading tensor '" + ti.name + "'");
     if (nd == 0 || nd > kMaxDims)
-      return Status::Error("tensor '" + ti.name + "' has " + std::to_string(nd) + " dimensions (1 to 4 allowed)");
+      return Status::InvalidArgument("tensor '" + ti.name + "' has " + std::to_string(nd) + " dimensions (1 to 4 allowed)");
     for (uint32_t d = 0; d < nd; ++d) {
       uint64_t x;
-      if (!c.get(x)) return Status::Error("truncated file while reading tensor '" + ti.name + "'");
-      if (x == 0 || x > (1ull << 40)) return Status::Error("tensor '" + ti.name + "' has invalid dimension " + std::to_string(x));
+      if (!c.get(x)) return Status::InvalidArgument("truncated file while reading tensor '" + ti.name + "'");
+      if (x == 0 || x > (1ull << 40)) return Status::InvalidArgument("tensor '" + ti.name + "' has invalid dimension " + std::to_string(x));
       ti.dims.push_back(static_cast<int64_t>(x));
     }
     uint32_t type;
-    if (!c.get(type) || !c.get(ti.offset)) return Status::Error("truncated file while reading tensor '" + ti.name + "'");
+    if (!c.get(type) || !c.get(ti.offset)) return Status::InvalidArgument("truncated file while reading tensor '" + ti.name + "'");
     const TypeTraits* tr = type_traits(type);
-    if (!tr) return Status::Error("tensor '" + ti.name + "' has unknown type " + std::to_string(type));
+    if (!tr) return Status::InvalidArgument("tensor '" + ti.name + "' has unknown type " + std::to_string(type));
     ti.type = static_cast<GgmlType>(type);
     if (ti.dims[0] % tr->block_elems != 0)
-      return Status::Error("tensor '" + ti.name + "' row of " + std::to_string(ti.dims[0]) + " elements is not a multiple of the " + tr->name + " block size " + std::to_string(tr->block_elems));
+      return Status::InvalidArgument("tensor '" + ti.name + "' row of " + std::to_string(ti.dims[0]) + " elements is not a multiple of the " + tr->name + " block size " + std::to_string(tr->block_elems));
     ti.nbytes = static_cast<uint64_t>(ti.n_elements() / tr->block_elems * tr->block_bytes);
-    if (tensor_index_.count(ti.name)) return Status::Error("duplicate tensor '" + ti.name + "'");
+    if (tensor_index_.count(ti.name)) return Status::InvalidArgument("duplicate tensor '" + ti.name + "'");
     tensor_index_[ti.name] = tensors_.size();
     tensors_.push_back(std::move(ti));
   }
@@ -211,10 +211,10 @@ Status GgufFile::parse() {
   uint64_t data_start = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
   for (auto& ti : tensors_) {
     if (ti.offset % alignment_ != 0)
-      return Status::Error("tensor '" + ti.name + "' offset " + std::to_string(ti.offset) + " is not aligned to " + std::to_string(alignment_));
+      return Status::InvalidArgument("tensor '" + ti.name + "' offset " + std::to_string(ti.offset) + " is not aligned to " + std::to_string(alignment_));
     uint64_t begin = data_start + ti.offset, end = begin + ti.nbytes;
     if (begin < data_start || end < begin || end > size_)
-      return Status::Error("tensor '" + ti.name + "' data [" + std::to_string(begin) + ", " + std::to_string(end) +
+      return Status::InvalidArgument("tensor '" + ti.name + "' data [" + std::to_string(begin) + ", " + std::to_string(end) +
                            ") is outside the file (size " + std::to_string(size_) + "; truncated file?)");
     ti.data = base_ + begin;
   }
@@ -253,16 +253,16 @@ const Array* GgufFile::get_array(const std::string& key) const {
 
 Result<int64_t> GgufFile::require_int(const std::string& key) const {
   const Value* v = find(key);
-  if (!v) return Status::Error("missing required metadata key '" + key + "'");
+  if (!v) return Status::NotFound("missing required metadata key '" + key + "'");
   auto i = v->as_int();
-  if (!i) return Status::Error("metadata key '" + key + "' must be an integer");
+  if (!i) return Status::InvalidArgument("metadata key '" + key + "' must be an integer");
   return *i;
 }
 
 Result<std::string> GgufFile::require_string(const std::string& key) const {
   const Value* v = find(key);
-  if (!v) return Status::Error("missing required metadata key '" + key + "'");
-  if (!v->as_string()) return Status::Error("metadata key '" + key + "' must be a string");
+  if (!v) return Status::NotFound("missing required metadata key '" + key + "'");
+  if (!v->as_string()) return Status::InvalidArgument("metadata key '" + key + "' must be a string");
   return *v->as_string();
 }
 

@@ -101,10 +101,10 @@ std::vector<uint8_t> GgufWriter::serialize() const {
 Status GgufWriter::write(const std::string& path) const {
   std::vector<uint8_t> bytes = serialize();
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Status::Error(path + ": cannot create: " + std::strerror(errno));
+  if (!f) return Status::Internal(path + ": cannot create: " + std::strerror(errno));
   size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
   bool ok = n == bytes.size() && std::fclose(f) == 0;
-  if (!ok) return Status::Error(path + ": write failed");
+  if (!ok) return Status::Internal(path + ": write failed");
   return Status::Ok();
 }
 

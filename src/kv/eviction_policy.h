@@ -1,10 +1,6 @@
 // Which unreferenced prefix-cache blocks go first when blocks are needed.
 #pragma once
 
-#include <string>
-
-#include "base/status.h"
-
 namespace pdserve::kv {
 
 enum class EvictionPolicy {
@@ -12,7 +8,7 @@ enum class EvictionPolicy {
   kLfu,  // fewest uses first, counts halving every 4096 accesses (LFU with aging)
 };
 
-/// Parses "lru" / "lfu"; an error naming the choices otherwise.
-Result<EvictionPolicy> parse_eviction_policy(const std::string& s);
+/// The --eviction spelling: "lru" / "lfu".
+inline const char* eviction_policy_name(EvictionPolicy p) { return p == EvictionPolicy::kLfu ? "lfu" : "lru"; }
 
 }  // namespace pdserve::kv

@@ -11,11 +11,7 @@ int64_t KvCacheShape::bytes_per_layer_block() const {
 
 int64_t KvCacheShape::bytes_per_block() const { return 2 * int64_t{n_layers} * bytes_per_layer_block(); }
 
-Result<kernels::KvDtype> parse_kv_dtype(const std::string& s) {
-  if (s == "f16") return kernels::KvDtype::F16;
-  if (s == "f32") return kernels::KvDtype::F32;
-  return Status::Error("unsupported KV dtype '" + s + "' (use f16 or f32)");
-}
+const char* kv_dtype_name(kernels::KvDtype d) { return d == kernels::KvDtype::F32 ? "f32" : "f16"; }
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   const int64_t layer_bytes = shape.bytes_per_layer_block() * shape.num_blocks;

@@ -26,8 +26,8 @@ struct KvCacheShape {
   int64_t bytes_per_layer_block() const;
 };
 
-/// Parses "f16" / "f32"; error for anything else.
-Result<kernels::KvDtype> parse_kv_dtype(const std::string& s);
+/// The dtype's name as the --kv-dtype flag and the KV layout handshake spell it: "f16", "f32".
+const char* kv_dtype_name(kernels::KvDtype d);
 
 class KvCache {
  public:

@@ -18,18 +18,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto m = std::unique_ptr<Model>(new Model());
   m->file_ = std::move(file.value());
   auto cfg = ModelConfig::from_gguf(*m->file_);
-  if (!cfg.ok()) return Status::Error(path + ": " + cfg.error());
+  if (!cfg.ok()) return cfg.status().annotate(path);
   m->config_ = cfg.value();
   if (m->config_.head_dim > kernels::kMaxHeadDim)
-    return Status::Error(path + ": head dimension " + std::to_string(m->config_.head_dim) + " is above the " +
+    return Status::InvalidArgument(path + ": head dimension " + std::to_string(m->config_.head_dim) + " is above the " +
                          std::to_string(kernels::kMaxHeadDim) + " the attention kernels support");
   if (m->config_.n_vocab == 0) {
     const gguf::TensorInfo* t = m->file_->find_tensor("token_embd.weight");
-    if (!t || t->dims.size() != 2) return Status::Error(path + ": missing tensor 'token_embd.weight'");
+    if (!t || t->dims.size() != 2) return Status::NotFound(path + ": missing tensor 'token_embd.weight'");
     m->config_.n_vocab = static_cast<int>(t->dims[1]);
   }
   auto w = Weights::bind(*m->file_, m->config_);
-  if (!w.ok()) return Status::Error(path + ": " + w.error());
+  if (!w.ok()) return w.status().annotate(path);
   m->weights_ = w.value();
   return m;
 }

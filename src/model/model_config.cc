@@ -8,13 +8,13 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (!arch.ok()) return arch.status();
   c.arch = arch.value();
   if (c.arch != "llama" && c.arch != "qwen2")
-    return Status::Error("unsupported architecture '" + c.arch + "' (general.architecture; supported: llama, qwen2)");
+    return Status::InvalidArgument("unsupported architecture '" + c.arch + "' (general.architecture; supported: llama, qwen2)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
   auto req = [&](const std::string& key, int& out) -> Status {
     auto v = f.require_int(p + key);
     if (!v.ok()) return v.status();
-    if (v.value() <= 0) return Status::Error("metadata key '" + p + key + "' must be positive");
+    if (v.value() <= 0) return Status::InvalidArgument("metadata key '" + p + key + "' must be positive");
     out = static_cast<int>(v.value());
     return Status::Ok();
   };
@@ -28,13 +28,13 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.n_head_kv = static_cast<int>(f.get_int(p + "attention.head_count_kv").value_or(c.n_head));
   if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
-    return Status::Error("metadata key '" + p + "attention.head_count_kv' must divide the head count");
+    return Status::InvalidArgument("metadata key '" + p + "attention.head_count_kv' must divide the head count");
   c.head_dim = static_cast<int>(f.get_int(p + "attention.key_length").value_or(c.n_embd / c.n_head));
   if (c.head_dim * c.n_head != c.n_embd && !f.get_int(p + "attention.key_length"))
-    return Status::Error("embedding_length is not a multiple of attention.head_count");
+    return Status::InvalidArgument("embedding_length is not a multiple of attention.head_count");
   c.rope_dim = static_cast<int>(f.get_int(p + "rope.dimension_count").value_or(c.head_dim));
   if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
-    return Status::Error("metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
+    return Status::InvalidArgument("metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
                          ": it must be even and between 2 and the head dimension (" + std::to_string(c.head_dim) + ")");
   c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
   if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {

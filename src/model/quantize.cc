@@ -21,7 +21,7 @@ Result<QuantizePlan> parse_quantize_type(const std::string& name) {
   for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const E& e : kPlans)
     if (up == e.n) return QuantizePlan{e.t, e.m, e.ft};
-  return Status::Error("unknown quantisation type '" + name + "' (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)");
+  return Status::InvalidArgument("unknown quantisation type '" + name + "' (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)");
 }
 
 namespace {
@@ -89,7 +89,7 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
         kernels::quantize(to, buf.data(), data.data() + r * out_rb, cols);
       }
     }
-    if (!ok) return Status::Error("cannot quantise tensor '" + t.name + "'");
+    if (!ok) return Status::Internal("cannot quantise tensor '" + t.name + "'");
     w.add_tensor(t.name, t.dims, to, data.data(), data.size());
   }
   return w.write(out);

@@ -29,7 +29,7 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
   } else {
     std::string names;
     for (const auto& n : builtin_shape_names()) names += (names.empty() ? "" : ", ") + n;
-    return Status::Error("unknown shape '" + name + "' (expected " + names + ")");
+    return Status::InvalidArgument("unknown shape '" + name + "' (expected " + names + ")");
   }
   return s;
 }
@@ -64,10 +64,10 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float sigma, float*
 Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, const std::string& out) {
   auto plan = parse_quantize_type(opt.type);
   if (!plan.ok()) return plan.status();
-  if (s.arch != "llama" && s.arch != "qwen2") return Status::Error("unsupported architecture '" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "qwen2") return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_embd % s.n_head != 0 ||
       s.n_head % s.n_head_kv != 0)
-    return Status::Error("invalid shape '" + s.name + "'");
+    return Status::InvalidArgument("invalid shape '" + s.name + "'");
 
   SynthReport rep;
   rep.n_vocab = s.n_vocab;
@@ -93,11 +93,11 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
     for (const auto& [k, v] : vf.value()->metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
     const gguf::Array* toks = vf.value()->get_array("tokenizer.ggml.tokens");
-    if (!toks) return Status::Error(opt.vocab_from + ": no tokenizer.ggml.tokens");
+    if (!toks) return Status::NotFound(opt.vocab_from + ": no tokenizer.ggml.tokens");
     rep.n_vocab = static_cast<int>(toks->items.size());
     rep.vocab_changed = rep.n_vocab != s.n_vocab;
   }
-  if (rep.n_vocab <= 0) return Status::Error("no vocabulary (shape has none and no --vocab-from)");
+  if (rep.n_vocab <= 0) return Status::InvalidArgument("no vocabulary (shape has none and no --vocab-from)");
 
   const int64_t e = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head, kv = hd * s.n_head_kv;
   struct T { std::string name; std::vector<int64_t> dims; float fill; };  // fill < 0: random

@@ -23,15 +23,15 @@ class Binder {
     if (!status.ok()) return w;
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) {
-      if (!optional) status = Status::Error("missing tensor '" + name + "'");
+      if (!optional) status = Status::NotFound("missing tensor '" + name + "'");
       return w;
     }
     if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
-      status = Status::Error("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected " + shape_str({cols, rows}));
+      status = Status::InvalidArgument("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected " + shape_str({cols, rows}));
       return w;
     }
     if (!kernels::matmul_supports(t->type)) {
-      status = Status::Error("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", not supported yet");
+      status = Status::InvalidArgument("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", not supported yet");
       return w;
     }
     w.data = t->data;
@@ -47,15 +47,15 @@ class Binder {
     if (!status.ok()) return nullptr;
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) {
-      if (!optional) status = Status::Error("missing tensor '" + name + "'");
+      if (!optional) status = Status::NotFound("missing tensor '" + name + "'");
       return nullptr;
     }
     if (t->n_elements() != n) {
-      status = Status::Error("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected [" + std::to_string(n) + "]");
+      status = Status::InvalidArgument("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected [" + std::to_string(n) + "]");
       return nullptr;
     }
     if (t->type != gguf::GgmlType::F32) {
-      status = Status::Error("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", expected F32");
+      status = Status::InvalidArgument("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", expected F32");
       return nullptr;
     }
     return reinterpret_cast<const float*>(t->data);

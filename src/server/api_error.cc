@@ -48,4 +48,30 @@ ApiError unavailable(std::string message) {
   return ApiError{503, std::move(message), "server_error", std::nullopt, std::nullopt};
 }
 
+int http_status(StatusCode c) {
+  switch (c) {
+    case StatusCode::Ok: return 200;
+    case StatusCode::InvalidArgument:
+    case StatusCode::FailedPrecondition:
+    case StatusCode::ResourceExhausted: return 400;
+    case StatusCode::NotFound: return 404;
+    case StatusCode::Unavailable:
+    case StatusCode::Cancelled: return 503;
+    case StatusCode::DeadlineExceeded: return 504;
+    case StatusCode::DataLoss:
+    case StatusCode::Internal: return 500;
+  }
+  return 500;
+}
+
+const char* openai_error_type(StatusCode c) {
+  return http_status(c) < 500 ? "invalid_request_error" : "server_error";
+}
+
+ApiError api_error(const Status& s, std::optional<std::string> param) {
+  const int status = http_status(s.code());
+  return ApiError{status, s.message(), openai_error_type(s.code()), status < 500 ? std::move(param) : std::nullopt,
+                  std::nullopt};
+}
+
 }  // namespace pdserve::server

@@ -88,9 +88,9 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
     auto r = engine.submit_group(prompt, req.params, opts);
     if (!r.ok()) {
       abort_all();
-      // Refused while the engine went unavailable (e.g. every decode worker died): 503.
-      if (!engine.not_ready_reason().empty()) return unavailable(r.error());
-      return bad_request(r.error(), std::string(req.prompt_param()));
+      // The code decides: a bad request is a 400 naming the prompt; an engine that went
+      // unavailable meanwhile (e.g. every decode worker died) answers 503, which clients retry.
+      return api_error(r.status(), std::string(req.prompt_param()));
     }
     for (int k = 0; k < req.n; ++k) {
       Slot s;

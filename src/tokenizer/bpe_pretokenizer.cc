@@ -142,7 +142,7 @@ Result<std::string> translate(const std::string& re) {
       if (e == 's') {
         out += in_class ? std::string(kSpaceSet) : "[" + std::string(kSpaceSet) + "]";
       } else if (e == 'S') {
-        if (in_class) return Status::Error("\\S inside a character class is not supported");
+        if (in_class) return Status::InvalidArgument("\\S inside a character class is not supported");
         out += "[^" + std::string(kSpaceSet) + "]";
       } else if (e == 'd') {
         out += in_class ? "0-9" : "[0-9]";
@@ -220,7 +220,7 @@ Result<BpePreTokenizer> BpePreTokenizer::create(const std::vector<std::string>& 
   BpePreTokenizer p;
   for (const std::string& re : regexes) {
     auto pattern = translate(re);
-    if (!pattern.ok()) return Status::Error("pre-tokenizer regex '" + re + "': " + pattern.error());
+    if (!pattern.ok()) return pattern.status().annotate("pre-tokenizer regex '" + re + "'");
     int err = 0;
     PCRE2_SIZE err_off = 0;
     auto c = std::make_shared<Compiled>();
@@ -230,7 +230,7 @@ Result<BpePreTokenizer> BpePreTokenizer::create(const std::vector<std::string>& 
     if (!c->code) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      return Status::Error("pre-tokenizer regex '" + re + "' does not compile: " +
+      return Status::InvalidArgument("pre-tokenizer regex '" + re + "' does not compile: " +
                            reinterpret_cast<const char*>(msg) + " at offset " + std::to_string(err_off));
     }
     pcre2_jit_compile(c->code, PCRE2_JIT_COMPLETE);  // optional: the interpreter is the fallback

@@ -44,9 +44,9 @@ struct BigramAfter {
 
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(Vocab v) {
   // llama.cpp refuses a BPE vocabulary without merges ("cannot find tokenizer merges").
-  if (v.merges.empty()) return Status::Error("missing required metadata key 'tokenizer.ggml.merges'");
+  if (v.merges.empty()) return Status::NotFound("missing required metadata key 'tokenizer.ggml.merges'");
   auto cfg = bpe_pre_config(v.pre);
-  if (!cfg) return Status::Error("unsupported BPE pre-tokenizer '" + v.pre + "' (tokenizer.ggml.pre)");
+  if (!cfg) return Status::InvalidArgument("unsupported BPE pre-tokenizer '" + v.pre + "' (tokenizer.ggml.pre)");
   auto pre = BpePreTokenizer::create(cfg->regexes);
   if (!pre.ok()) return pre.status();
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(std::move(v), std::move(pre).value(), cfg->ignore_merges));

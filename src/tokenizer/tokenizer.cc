@@ -15,7 +15,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f)
   // Reject unsupported models before reading (and complaining about) their vocab.
   auto model = f.get_string("tokenizer.ggml.model");
   if (model && *model != "llama" && *model != "gpt2")
-    return Status::Error("unsupported tokenizer model '" + *model + "'");
+    return Status::InvalidArgument("unsupported tokenizer model '" + *model + "'");
   auto vocab = Vocab::from_gguf(f);
   if (!vocab.ok()) return vocab.status();
   if (vocab->model == "gpt2") {

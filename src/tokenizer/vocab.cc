@@ -15,11 +15,11 @@ constexpr const char* kScores = "tokenizer.ggml.scores";
 constexpr const char* kTypes = "tokenizer.ggml.token_type";
 
 Status missing(const char* key) {
-  return Status::Error(std::string("missing required metadata key '") + key + "'");
+  return Status::NotFound(std::string("missing required metadata key '") + key + "'");
 }
 
 Status invalid(const char* key, const char* what) {
-  return Status::Error(std::string("metadata key '") + key + "' " + what);
+  return Status::InvalidArgument(std::string("metadata key '") + key + "' " + what);
 }
 
 /// Reads the pieces; empty pieces become "[EMPTY_i]" and duplicates are an error (llama.cpp).
@@ -38,7 +38,7 @@ Status read_tokens(const gguf::GgufFile& f, Vocab& v) {
     std::string word = s->empty() ? "[EMPTY_" + std::to_string(i) + "]" : *s;
     auto [it, fresh] = v.token_to_id.emplace(word, static_cast<int32_t>(i));
     if (!fresh)
-      return Status::Error("duplicate token in vocabulary: '" + word + "' has ids " +
+      return Status::InvalidArgument("duplicate token in vocabulary: '" + word + "' has ids " +
                            std::to_string(it->second) + " and " + std::to_string(i));
     v.tokens.push_back(std::move(word));
   }
@@ -52,7 +52,7 @@ Result<const gguf::Array*> optional_array(const gguf::GgufFile& f, const char* k
   const gguf::Array* a = val->as_array();
   if (!a) return invalid(key, "must be an array");
   if (a->items.size() < n)
-    return Status::Error(std::string("metadata key '") + key + "' has " + std::to_string(a->items.size()) +
+    return Status::InvalidArgument(std::string("metadata key '") + key + "' has " + std::to_string(a->items.size()) +
                          " entries for " + std::to_string(n) + " tokens");
   return a;
 }
@@ -144,9 +144,9 @@ Result<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {
   if (auto b = f.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
   if (auto b = f.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (v.add_bos && v.bos_id < 0)
-    return Status::Error("tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set");
+    return Status::InvalidArgument("tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set");
   if (v.add_eos && v.eos_id < 0)
-    return Status::Error("tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set");
+    return Status::InvalidArgument("tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set");
 
   v.chat_template = f.get_string("tokenizer.chat_template").value_or("");
   finish_special_tokens(v, f.get_string("general.name").value_or(""));

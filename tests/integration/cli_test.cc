@@ -107,6 +107,29 @@ TEST(Cli, NonFiniteNumbersAreRefused) {
   }
 }
 
+// Enum flags are parsed at the CLI edge: another value is refused before anything loads,
+// naming the flag, the value and every valid choice; names match in any case.
+TEST(Cli, EnumFlagsRefuseOtherValuesAndNameTheChoices) {
+  const std::string model = " --model ../shared/models/stories260K.gguf";
+  const struct {
+    std::string args, expect;
+  } cases[] = {
+      {"serve" + model + " --kv-dtype q8_0", "--kv-dtype: q8_0 not in {f16,f32}"},
+      {"serve" + model + " --eviction mru", "--eviction: mru not in {lru,lfu}"},
+      {"serve" + model + " --scheduling-policy edf", "--scheduling-policy: edf not in {fcfs,priority}"},
+      {"router" + model + " --decode 127.0.0.1:1 --policy random",
+       "--policy: random not in {round_robin,least_load,prefix_affinity,length}"},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
+  }
+  const RunResult upper = run("generate" + model + " -p hi -n 2 --ids --kv-dtype F32 --eviction LFU --scheduling-policy Priority");
+  EXPECT_EQ(upper.exit_code, 0) << upper.err;
+  EXPECT_EQ(parse_ids(upper.out).size(), 2u) << upper.out;
+}
+
 TEST(Cli, BadModelFilesGiveOneLineErrors) {
   for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
     expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");

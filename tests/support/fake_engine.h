@@ -106,10 +106,10 @@ class FakeEngine : public engine::Engine {
                                                         const engine::SamplingParams& params) override {
     std::lock_guard<std::mutex> lock(mu_);
     submissions_.push_back({prompt, params});
-    if (submit_error_) return Status::Error(*submit_error_);
-    if (prompt.empty()) return Status::Error("empty prompt");
+    if (submit_error_) return Status(submit_error_code_, *submit_error_);
+    if (prompt.empty()) return Status::InvalidArgument("empty prompt");
     if (static_cast<int>(prompt.size()) >= opts_.context_length) {
-      return Status::Error("prompt of " + std::to_string(prompt.size()) +
+      return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
                            " tokens does not fit the context of " +
                            std::to_string(opts_.context_length));
     }
@@ -156,10 +156,11 @@ class FakeEngine : public engine::Engine {
     std::lock_guard<std::mutex> lock(mu_);
     not_ready_ = std::move(reason);
   }
-  /// submit() fails with this message from now on (nullopt: accept again).
-  void set_submit_error(std::optional<std::string> msg) {
+  /// submit() fails with this message and code from now on (nullopt: accept again).
+  void set_submit_error(std::optional<std::string> msg, StatusCode code = StatusCode::InvalidArgument) {
     std::lock_guard<std::mutex> lock(mu_);
     submit_error_ = std::move(msg);
+    submit_error_code_ = code;
   }
   /// Requests fail (FinishReason::Error) after this many tokens (-1: never).
   void set_fail_after(int tokens) { fail_after_.store(tokens); }
@@ -240,6 +241,7 @@ class FakeEngine : public engine::Engine {
   std::vector<Submission> submissions_;
   std::vector<std::thread> threads_;
   std::optional<std::string> submit_error_;
+  StatusCode submit_error_code_ = StatusCode::InvalidArgument;
   std::string not_ready_;
   std::atomic<int> fail_after_{-1};
   std::atomic<int> token_delay_ms_{0};

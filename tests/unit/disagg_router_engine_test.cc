@@ -72,9 +72,9 @@ class ContinuationEngine : public engine::Engine {
                                                                            const engine::RequestOptions& opts) override {
     std::lock_guard<std::mutex> lk(mu_);
     submissions_.push_back({prompt, params, opts});
-    if (submit_error_) return Status::Error(*submit_error_);
-    if (stopped_) return Status::Error("the engine is shutting down");
-    if (prompt.empty() || static_cast<int>(prompt.size()) >= kContext) return Status::Error("bad prompt");
+    if (submit_error_) return Status::InvalidArgument(*submit_error_);
+    if (stopped_) return Status::Unavailable("the engine is shutting down");
+    if (prompt.empty() || static_cast<int>(prompt.size()) >= kContext) return Status::InvalidArgument("bad prompt");
     std::vector<std::shared_ptr<engine::RequestStream>> out;
     for (int k = 0; k < opts.n; ++k) {
       auto s = std::make_shared<engine::RequestStream>("c" + std::to_string(++ids_));
@@ -260,11 +260,12 @@ Collected reference(const std::vector<int32_t>& prompt, const engine::SamplingPa
 
 class RouterEngineTest : public ::testing::Test {
  public:
-  void start_router(std::vector<std::string> addrs, const std::string& policy = "round_robin", int max_attempts = 0) {
+  void start_router(std::vector<std::string> addrs, RoutingPolicyKind policy = RoutingPolicyKind::kRoundRobin,
+                    int max_attempts = 0) {
     RouterConfig cfg;
     cfg.model_name = "cont-model";
     cfg.decode = std::move(addrs);
-    cfg.policy.name = policy;
+    cfg.policy.kind = policy;
     cfg.health_interval = 100ms;
     cfg.health_timeout = 500ms;
     cfg.limits.max_attempts = max_attempts;
@@ -543,7 +544,7 @@ TEST_F(RouterEngineTest, SkipsAnUnreachableWorker) {
 
 TEST_F(RouterEngineTest, NoReachableWorkerIsAnError) {
   router->shutdown();
-  start_router({"127.0.0.1:" + std::to_string(testing::free_port())}, "least_load", /*max_attempts=*/2);
+  start_router({"127.0.0.1:" + std::to_string(testing::free_port())}, RoutingPolicyKind::kLeastLoad, /*max_attempts=*/2);
   auto s = router->submit(prompt("x"), greedy(3));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("no decode worker"), std::string::npos) << s.error();

@@ -43,19 +43,27 @@ void expect_permutation(const std::vector<int>& order, size_t n) {
   EXPECT_EQ(*s.rbegin(), static_cast<int>(n) - 1);
 }
 
+// (An unknown policy name is refused at the CLI edge: tests/integration/cli_test.cc.)
 TEST(RoutingPolicy, FactoryKnowsTheNames) {
-  for (const char* name : {"round_robin", "least_load", "prefix_affinity", "length"}) {
+  const std::pair<const char*, RoutingPolicyKind> kinds[] = {{"round_robin", RoutingPolicyKind::kRoundRobin},
+                                                              {"least_load", RoutingPolicyKind::kLeastLoad},
+                                                              {"prefix_affinity", RoutingPolicyKind::kPrefixAffinity},
+                                                              {"length", RoutingPolicyKind::kLength}};
+  for (const auto& [name, kind] : kinds) {
     PolicyConfig c;
-    c.name = name;
+    c.kind = kind;
     auto p = make_routing_policy(c);
     ASSERT_TRUE(p.ok()) << name;
     EXPECT_STREQ(p.value()->name(), name);
+    EXPECT_STREQ(disagg::name(kind), name);
   }
   PolicyConfig bad;
-  bad.name = "random";
+  bad.kind = RoutingPolicyKind::kPrefixAffinity;
+  bad.virtual_nodes = 0;
   auto p = make_routing_policy(bad);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().find("random"), std::string::npos);
+  EXPECT_EQ(p.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(p.error().find("prefix_affinity"), std::string::npos);
 }
 
 TEST(RoutingPolicy, RoundRobinCyclesOverHealthyWorkers) {

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/scheduler.h"
 #include "support/engine_runner.h"
 #include "support/pool_free.h"
 
@@ -211,7 +212,7 @@ TEST(PrefixCache, TwentyRequestsNeedingFiveTimesThePoolAllFinishWithStandaloneOu
 
 TEST(PrefixCache, PriorityPolicyServesLowerValuesFirst) {
   engine::EngineConfig c = config(true);
-  c.scheduling_policy = "priority";
+  c.scheduling_policy = engine::SchedulingPolicy::kPriority;
   c.max_seqs = 1;
   auto e = make_engine(c);
   auto prompts = prompts_with_prefix(*e, 5, 3);

@@ -490,6 +490,16 @@ TEST(ServerHttp, ErrorsKeepServing) {
   expect_api_error(s.post("/v1/completions", {{"prompt", "x"}}), 400, "prompt", "could never fit");
   s.engine.set_submit_error(std::nullopt);
 
+  // The refusal's code decides 400 vs 503, not a second look at the engine's readiness
+  // (which still reports ready here, as it may by the time it is asked).
+  s.engine.set_submit_error("every decode worker went away", StatusCode::Unavailable);
+  auto gone = s.post("/v1/completions", {{"prompt", "x"}});
+  expect_api_error(gone, 503, "", "every decode worker went away");
+  EXPECT_EQ(json::parse(gone->body)["error"]["type"], "server_error");
+  s.engine.set_submit_error("the pool is too small for this request", StatusCode::ResourceExhausted);
+  expect_api_error(s.post("/v1/completions", {{"prompt", "x"}}), 400, "prompt", "too small");
+  s.engine.set_submit_error(std::nullopt);
+
   // An engine failure mid-generation: 500 server_error, and an error event when streaming.
   s.engine.set_fail_after(2);
   auto failed = s.post("/v1/completions", {{"prompt", "abcdef"}});

@@ -428,6 +428,34 @@ TEST(ServerProtocol, ErrorJsonShape) {
   EXPECT_EQ(unauthorized("x").code.value_or(""), "invalid_api_key");
 }
 
+TEST(ServerProtocol, StatusCodesMapToHttpAndOpenAiTypes) {
+  const struct {
+    StatusCode code;
+    int http;
+    const char* type;
+  } cases[] = {
+      {StatusCode::InvalidArgument, 400, "invalid_request_error"},
+      {StatusCode::FailedPrecondition, 400, "invalid_request_error"},
+      {StatusCode::ResourceExhausted, 400, "invalid_request_error"},
+      {StatusCode::NotFound, 404, "invalid_request_error"},
+      {StatusCode::Unavailable, 503, "server_error"},
+      {StatusCode::Cancelled, 503, "server_error"},
+      {StatusCode::DeadlineExceeded, 504, "server_error"},
+      {StatusCode::DataLoss, 500, "server_error"},
+      {StatusCode::Internal, 500, "server_error"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(http_status(c.code), c.http) << name(c.code);
+    EXPECT_STREQ(openai_error_type(c.code), c.type) << name(c.code);
+    const ApiError e = api_error(Status(c.code, "why"), std::string("prompt"));
+    EXPECT_EQ(e.status, c.http) << name(c.code);
+    EXPECT_EQ(e.type, c.type) << name(c.code);
+    EXPECT_EQ(e.message, "why");
+    // The request field at fault is named only when the request is at fault.
+    EXPECT_EQ(e.param.has_value(), c.http < 500) << name(c.code);
+  }
+}
+
 TEST(ServerProtocol, CompletionResponseShape) {
   ResponseMeta meta{"cmpl-abc", 1700000000, "stories"};
   ChoiceResult c;
