@@ -94,14 +94,13 @@ TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {
   parent.arrival_time = 1.5;
   parent.deadline = 9.5;
   parent.priority = 3;
-  parent.cache_ns = 77;
   parent.cache_salt = "tenant";
   parent.cached_tokens = 2;
   parent.role_prompt_len = 2;
   parent.tokens.push_back(tok.ids("x")[0]);  // generated
   parent.num_computed = 4;
-  parent.block_table.blocks = {5};
-  parent.num_inserted = 1;
+  parent.kv.block_table.blocks = {5};
+  parent.kv.num_cached_blocks = 1;
   parent.num_preemptions = 1;
   StreamDelta d;
   parent.output.add_token(parent.tokens.back(), std::nullopt, d);
@@ -120,15 +119,14 @@ TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {
   EXPECT_EQ(c->arrival_time, 1.5);
   EXPECT_EQ(c->deadline, 9.5);
   EXPECT_EQ(c->priority, 3);
-  EXPECT_EQ(c->cache_ns, 77u);
   EXPECT_EQ(c->cache_salt, "tenant");
   EXPECT_EQ(c->cached_tokens, 2);
   EXPECT_EQ(c->role_prompt_len, 2);
   EXPECT_EQ(c->rng, std::mt19937_64(42));
   EXPECT_EQ(c->num_computed, 0);
-  EXPECT_TRUE(c->block_table.blocks.empty());
-  EXPECT_EQ(c->cache_node, nullptr);
-  EXPECT_EQ(c->num_inserted, 0);
+  EXPECT_TRUE(c->kv.block_table.blocks.empty());
+  EXPECT_EQ(c->kv.cache_node, nullptr);
+  EXPECT_EQ(c->kv.num_cached_blocks, 0);
   EXPECT_EQ(c->num_preemptions, 0);
   EXPECT_EQ(c->kv_sink, nullptr);
   // Its own output: nothing generated yet, ends at max_len like the parent.
