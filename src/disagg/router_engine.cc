@@ -192,6 +192,7 @@ engine::EngineStats RouterEngine::stats() const {
     if (!s.healthy) continue;
     st.requests_running += s.load.requests_running();
     st.requests_waiting += s.load.requests_waiting();
+    st.requests_awaiting_kv += s.load.requests_awaiting_kv();
     st.kv_blocks_total += s.load.kv_blocks_total();
     st.kv_blocks_used += s.load.kv_blocks_used();
     st.kv_blocks_cached += s.load.kv_blocks_cached();
