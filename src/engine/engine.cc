@@ -310,6 +310,11 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
 
 bool EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
+  // Before any token of this step is pushed: a client that reads /metrics once its
+  // request ends sees that request's prefix-cache lookup.
+  metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries_, sched_.prefix_hits() - reported_hits_);
+  reported_queries_ = sched_.prefix_queries();
+  reported_hits_ = sched_.prefix_hits();
   start_remote_prefills();
   if (plan.empty()) return false;
   const int bs = cache_.shape().block_size;
@@ -377,7 +382,6 @@ std::optional<std::chrono::steady_clock::time_point> EngineImpl::next_deadline()
 
 void EngineImpl::run() {
   omp_set_num_threads(cfg_.threads > 0 ? cfg_.threads : omp_get_num_procs());
-  int64_t reported_queries = 0, reported_hits = 0;
   while (true) {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -387,9 +391,6 @@ void EngineImpl::run() {
     drain_remote_results();
     reap();
     const bool computed = step();
-    metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries, sched_.prefix_hits() - reported_hits);
-    reported_queries = sched_.prefix_queries();
-    reported_hits = sched_.prefix_hits();
     publish_stats();
     if (computed) continue;
     // Nothing can progress until an event: sleep (no polling, also while every sequence

@@ -133,6 +133,7 @@ class EngineImpl final : public Engine {
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
   std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_awaiting_kv_{0}, stats_preemptions_{0};
   std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
+  int64_t reported_queries_ = 0, reported_hits_ = 0;  // prefix-cache counters given to metrics_ (engine thread)
 };
 
 }  // namespace pdserve::engine::detail
