@@ -11,7 +11,9 @@
 namespace pdserve::disagg {
 namespace {
 
-constexpr auto kPoll = std::chrono::milliseconds(50);
+// The synchronous gRPC API has no cancellation event: how often a waiting Generate call
+// checks ServerContext::IsCancelled (a delta wakes it at once).
+constexpr auto kCancelPoll = std::chrono::milliseconds(50);
 // After aborting, how long to wait for the engine's final delta (its blocks are freed then).
 constexpr auto kAbortDrain = std::chrono::seconds(5);
 
@@ -20,8 +22,9 @@ void abort_and_drain(engine::RequestStream& stream) {
   stream.abort();
   const auto deadline = std::chrono::steady_clock::now() + kAbortDrain;
   engine::StreamDelta d;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (stream.next(d, kPoll) && d.finish != engine::FinishReason::None) return;
+  for (auto now = std::chrono::steady_clock::now(); now < deadline; now = std::chrono::steady_clock::now()) {
+    if (!stream.next(d, std::chrono::ceil<std::chrono::milliseconds>(deadline - now))) return;
+    if (d.finish != engine::FinishReason::None) return;
   }
 }
 
@@ -59,7 +62,7 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the caller");
     }
     engine::StreamDelta d;
-    if (!stream->next(d, kPoll)) continue;
+    if (!stream->next(d, kCancelPoll)) continue;
     const bool last = d.finish != engine::FinishReason::None;
     GenerateResponse resp;
     to_proto(d, &resp);

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
+#include "base/auto_reset_event.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "disagg/grpc_status.h"
@@ -17,15 +17,20 @@ namespace pdserve::disagg {
 
 namespace {
 
+// The synchronous gRPC API has no cancellation event: how often a waiting Prefill call
+// checks ServerContext::IsCancelled (blocks and deltas wake it at once).
+constexpr auto kCancelPoll = std::chrono::milliseconds(50);
+
 /// Copies blocks handed over on the engine thread into a queue the RPC thread drains
 /// (compression and network writes happen there, overlapping the next layers' compute).
+/// Every queued job raises `ready`.
 class QueueSink final : public engine::KvSink {
  public:
   struct Job {
     int layer = 0, first_block = 0, count = 0;
     std::string k, v;  // count × block_bytes each
   };
-  explicit QueueSink(int skip) : skip_(skip) {}
+  QueueSink(int skip, std::shared_ptr<AutoResetEvent> ready) : skip_(skip), ready_(std::move(ready)) {}
   int skip_blocks() const override { return skip_; }
   void on_blocks(int layer, int first_block, const std::vector<const uint8_t*>& k, const std::vector<const uint8_t*>& v,
                  size_t block_bytes) override {
@@ -39,11 +44,12 @@ class QueueSink final : public engine::KvSink {
       std::lock_guard<std::mutex> lk(mu_);
       jobs_.push_back(std::move(j));
     }
-    cv_.notify_one();
+    ready_->set();
   }
-  bool pop(Job& out, std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!cv_.wait_for(lk, wait, [&] { return !jobs_.empty(); })) return false;
+  /// Takes the oldest queued job; false when none is queued.
+  bool try_pop(Job& out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (jobs_.empty()) return false;
     out = std::move(jobs_.front());
     jobs_.pop_front();
     return true;
@@ -51,8 +57,8 @@ class QueueSink final : public engine::KvSink {
 
  private:
   int skip_;
+  std::shared_ptr<AutoResetEvent> ready_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<Job> jobs_;
 };
 
@@ -101,7 +107,9 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   params.max_tokens = 1;     // the decode side checks the first token against stops/EOS/max_tokens
   params.stop.clear();
   params.ignore_eos = true;
-  auto sink = std::make_shared<QueueSink>(req->num_cached_blocks());
+  // Raised by every queued block and every delta: the call sleeps on it between them.
+  auto ready = std::make_shared<AutoResetEvent>();
+  auto sink = std::make_shared<QueueSink>(req->num_cached_blocks(), ready);
   engine::RequestOptions opts;
   opts.cache_salt = req->cache_salt();
   opts.kv_sink = sink;
@@ -109,6 +117,7 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
                                         params, opts);
   if (!submitted.ok()) return to_grpc(submitted.status());
   std::shared_ptr<engine::RequestStream> stream = submitted.value()[0];
+  stream->set_push_event(ready);  // a delta pushed before this is already queued: the loop sees it
 
   const double t0 = now_seconds();
   int sent = 0;
@@ -116,10 +125,9 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   std::vector<engine::TokenLogprob> logprobs;
   std::vector<int32_t> tokens;
   bool finished = false;
-  auto send_jobs = [&](std::chrono::milliseconds wait) -> grpc::Status {
+  auto send_jobs = [&]() -> grpc::Status {
     QueueSink::Job job;
-    while (sink->pop(job, wait)) {
-      wait = std::chrono::milliseconds(0);
+    while (sink->try_pop(job)) {
       if (faults_.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.delay_ms));
       if (sent == faults_.drop_after_blocks) return {grpc::StatusCode::UNAVAILABLE, "fault injection: stream dropped"};
       std::vector<const uint8_t*> k, v;
@@ -152,7 +160,7 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
       break;
     }
     engine::StreamDelta d;
-    if (stream->next(d, std::chrono::milliseconds(1))) {
+    while (!finished && stream->next(d, std::chrono::milliseconds(0))) {
       tokens.insert(tokens.end(), d.tokens.begin(), d.tokens.end());
       logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
       if (d.finish != engine::FinishReason::None) {
@@ -161,8 +169,9 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
       }
     }
     // Every block was queued before the final delta was pushed: draining now sends all.
-    status = send_jobs(std::chrono::milliseconds(finished ? 0 : 1));
-    if (!status.ok()) break;
+    status = send_jobs();
+    if (!status.ok() || finished) break;
+    ready->wait_until(std::chrono::steady_clock::now() + kCancelPoll);
   }
   if (!status.ok() || !finished) {
     stream->abort();

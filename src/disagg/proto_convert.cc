@@ -93,6 +93,7 @@ void fill_load(const engine::Engine& engine, LoadResponse* out) {
   const engine::EngineStats s = engine.stats();
   out->set_requests_running(s.requests_running);
   out->set_requests_waiting(s.requests_waiting);
+  out->set_requests_awaiting_kv(s.requests_awaiting_kv);
   out->set_kv_blocks_total(s.kv_blocks_total);
   out->set_kv_blocks_used(s.kv_blocks_used);
   out->set_kv_blocks_cached(s.kv_blocks_cached);

@@ -11,6 +11,8 @@
 
 namespace pdserve::disagg {
 
+// How often the watcher checks its timers (dead workers, accept timeouts); an abort
+// wakes it at once.
 constexpr auto kWatchInterval = std::chrono::milliseconds(20);
 
 /// The choices of one request: the metrics record it once all of them have ended.
@@ -137,6 +139,7 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
     req.priority = opts.priority;
     req.cache_salt = opts.cache_salt;
     auto stream = std::make_shared<engine::RequestStream>(req.id);
+    stream->set_abort_event(watch_wake_);
     auto choice = std::make_shared<RoutedChoice>(static_cast<ChoiceHost&>(*this), std::move(req), stream, cfg_.limits,
                                                  [this, group, k](const ChoiceOutcome& o) { record(*group, k, o); });
     {
@@ -191,6 +194,7 @@ engine::EngineStats RouterEngine::stats() const {
     if (!s.healthy) continue;
     st.requests_running += s.load.requests_running();
     st.requests_waiting += s.load.requests_waiting();
+    st.requests_awaiting_kv += s.load.requests_awaiting_kv();
     st.kv_blocks_total += s.load.kv_blocks_total();
     st.kv_blocks_used += s.load.kv_blocks_used();
     st.kv_blocks_cached += s.load.kv_blocks_cached();
@@ -243,7 +247,9 @@ void RouterEngine::watch_loop() {
       finished.clear();  // the last reference may go here (joins nothing more)
       lk.lock();
     }
-    watch_cv_.wait_for(lk, kWatchInterval, [&] { return watch_stop_; });
+    lk.unlock();
+    watch_wake_->wait_until(std::chrono::steady_clock::now() + kWatchInterval);
+    lk.lock();
   }
 }
 
@@ -262,7 +268,7 @@ void RouterEngine::shutdown() {
     std::lock_guard<std::mutex> lk(mu_);
     watch_stop_ = true;
   }
-  watch_cv_.notify_all();
+  watch_wake_->set();
   if (watcher_.joinable()) watcher_.join();
   std::vector<std::shared_ptr<RoutedChoice>> rest;
   {

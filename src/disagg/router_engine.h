@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/auto_reset_event.h"
 #include "base/status.h"
 #include "disagg/router_choice.h"
 #include "disagg/routing_policy.h"
@@ -92,7 +92,9 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   std::atomic<bool> stopping_{false};
 
   std::mutex mu_;  // choices_, watch_stop_
-  std::condition_variable watch_cv_;
+  // Wakes the watcher before its next round: raised by shutdown and by every abort() of
+  // a stream of this router (so a client's abort cancels the worker call at once).
+  std::shared_ptr<AutoResetEvent> watch_wake_ = std::make_shared<AutoResetEvent>();
   std::vector<std::shared_ptr<RoutedChoice>> choices_;
   bool watch_stop_ = false;
   std::thread watcher_;

@@ -1,6 +1,6 @@
 // Routing policies of the router: which decode worker gets a tokenized prompt.
 //   round_robin      healthy workers in turn
-//   least_load       fewest running + waiting requests, then lowest KV usage
+//   least_load       fewest requests (running, waiting, awaiting KV), then lowest KV usage
 //   prefix_affinity  consistent hashing (a ring with virtual nodes) of the prompt's first
 //                    blocks, so requests sharing a prefix meet that worker's prefix cache
 //   length           prompts longer than a threshold to the "long" group, others to the
@@ -24,7 +24,7 @@ struct WorkerView {
   std::string address;      // stable identity (the hash ring's key)
   bool healthy = false;
   bool long_group = false;  // listed under --decode-long
-  int64_t load = 0;         // running + waiting requests (as last reported, plus routed since)
+  int64_t load = 0;         // running + waiting + awaiting-KV requests (as last reported, plus routed since)
   double kv_usage = 0;      // used KV blocks / total, in [0, 1]
 };
 

@@ -115,7 +115,8 @@ WorkerView WorkerClient::view() const {
   v.address = address_;
   v.healthy = snap_.healthy;
   v.long_group = long_group_;
-  v.load = snap_.load.requests_running() + snap_.load.requests_waiting() + routed_since_load_.load();
+  v.load = snap_.load.requests_running() + snap_.load.requests_waiting() + snap_.load.requests_awaiting_kv() +
+           routed_since_load_.load();
   const int64_t total = snap_.load.kv_blocks_total();
   v.kv_usage = total > 0 ? static_cast<double>(snap_.load.kv_blocks_used()) / static_cast<double>(total) : 0.0;
   return v;

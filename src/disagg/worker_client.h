@@ -66,7 +66,8 @@ class WorkerClient {
   bool channel_ready() const;
   int consecutive_failures() const { return failures_.load(); }
   WorkerSnapshot snapshot() const;
-  /// The policy's view (load = running + waiting + routed since the last Load report).
+  /// The policy's view (load = running + waiting + awaiting remote KV + routed since the
+  /// last Load report).
   WorkerView view() const;
 
  private:

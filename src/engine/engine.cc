@@ -87,6 +87,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   const uint64_t base_seed = params.seed ? *params.seed : random_seed();
   for (int k = 0; k < opts.n; ++k) {
     streams.push_back(std::make_shared<RequestStream>(std::to_string(id) + "-" + std::to_string(k)));
+    streams.back()->set_abort_event(wake_);
     if (k > 0) group->pending_forks.emplace_back(streams.back(), params.seed ? base_seed + k : random_seed());
   }
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, streams[0], *tok_, base_seed, max_len);
@@ -108,7 +109,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
     inbox_.push_back(std::move(seq));
     pending_++;
   }
-  cv_.notify_one();
+  wake_->set();
   return streams;
 }
 
@@ -120,6 +121,7 @@ EngineStats EngineImpl::stats() const {
   s.kv_blocks_free = stats_blocks_free_;
   s.requests_running = stats_running_;
   s.requests_waiting = stats_waiting_ + pending_;
+  s.requests_awaiting_kv = stats_awaiting_kv_;
   s.prefix_cache_namespaces = stats_namespaces_;
   MetricsSnapshot m;
   metrics_.fill(m);
@@ -147,7 +149,7 @@ void EngineImpl::shutdown() {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  wake_->set();
   if (loop_.joinable()) loop_.join();
 }
 
@@ -266,10 +268,15 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
   }
 }
 
-void EngineImpl::step() {
+bool EngineImpl::step() {
   std::vector<ScheduledSeq> plan = sched_.schedule();
+  // Before any token of this step is pushed: a client that reads /metrics once its
+  // request ends sees that request's prefix-cache lookup.
+  metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries_, sched_.prefix_hits() - reported_hits_);
+  reported_queries_ = sched_.prefix_queries();
+  reported_hits_ = sched_.prefix_hits();
   start_remote_prefills();
-  if (plan.empty()) return;
+  if (plan.empty()) return false;
   const int bs = kv_.block_size();
   const double now = now_seconds();
   model::Batch batch;
@@ -308,6 +315,7 @@ void EngineImpl::step() {
                               ? std::optional<TokenLogprob>(token_logprobs(l, n_vocab, tok, s.params.top_logprobs))
                               : std::nullopt);
   }
+  return true;
 }
 
 void EngineImpl::publish_stats() {
@@ -318,29 +326,38 @@ void EngineImpl::publish_stats() {
   stats_namespaces_ = static_cast<int64_t>(kv_.num_cache_namespaces());
   stats_running_ = static_cast<int64_t>(sched_.num_running());
   stats_waiting_ = static_cast<int64_t>(sched_.num_waiting());
+  stats_awaiting_kv_ = static_cast<int64_t>(sched_.num_awaiting());
   stats_preemptions_ = sched_.num_preemptions();
+}
+
+std::optional<std::chrono::steady_clock::time_point> EngineImpl::next_deadline() {
+  double nearest = 0;
+  sched_.for_each([&](Sequence* s) {
+    // A timed-out sequence awaiting remote KV ends when its cancelled transfer reports.
+    if (s->deadline > 0 && !s->cancel_sent && (nearest == 0 || s->deadline < nearest)) nearest = s->deadline;
+  });
+  if (nearest == 0) return std::nullopt;
+  using namespace std::chrono;
+  return steady_clock::time_point(ceil<steady_clock::duration>(duration<double>(nearest)));  // now_seconds()'s clock
 }
 
 void EngineImpl::run() {
   omp_set_num_threads(cfg_.threads > 0 ? cfg_.threads : omp_get_num_procs());
-  int64_t reported_queries = 0, reported_hits = 0;
   while (true) {
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      // Wake for new requests; poll while requests exist (aborts, timeouts).
-      cv_.wait_for(lk, std::chrono::milliseconds(50), [&] {
-        return stop_ || !inbox_.empty() || sched_.num_running() + sched_.num_waiting() > 0 || has_remote_results();
-      });
+      std::lock_guard<std::mutex> lk(mu_);
       if (stop_) break;
     }
     admit_inbox();
     drain_remote_results();
     reap();
-    step();
-    metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries, sched_.prefix_hits() - reported_hits);
-    reported_queries = sched_.prefix_queries();
-    reported_hits = sched_.prefix_hits();
+    const bool computed = step();
     publish_stats();
+    if (computed) continue;
+    // Nothing can progress until an event: sleep (no polling, also while every sequence
+    // awaits remote KV). An event raised since the checks above makes the wait return.
+    if (const auto deadline = next_deadline()) wake_->wait_until(*deadline);
+    else wake_->wait();
   }
   // Shutdown: every outstanding request ends with Abort and frees its blocks; transfers
   // still writing into blocks are cancelled and waited for first.
@@ -351,7 +368,10 @@ void EngineImpl::run() {
     }
     s->stream->abort();
   });
-  for (int i = 0; i < 1000 && remote_inflight_ > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    std::unique_lock<std::mutex> lk(remote_mu_);
+    remote_idle_.wait_for(lk, std::chrono::seconds(10), [&] { return remote_inflight_ == 0; });
+  }
   drain_remote_results();
   admit_inbox();
   std::vector<Sequence*> all;

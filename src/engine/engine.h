@@ -73,6 +73,9 @@ struct EngineStats {
   int64_t kv_blocks_free = 0;
   int64_t requests_running = 0;
   int64_t requests_waiting = 0;
+  /// Admitted, holding blocks, waiting for their prompt KV from a prefill worker
+  /// (decode worker); counted in neither running nor waiting.
+  int64_t requests_awaiting_kv = 0;
   int64_t prefix_cache_namespaces = 0;  // radix-cache namespaces (cache_salt values) holding blocks or locks
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;

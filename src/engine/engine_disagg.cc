@@ -48,14 +48,16 @@ void EngineImpl::start_remote_prefills() {
     task.block_ids = s->kv.block_table.blocks;
     const int choice = s->choice_index;
     remote_inflight_++;
-    cfg_.kv_source->start(std::move(task), blocks_, [this, choice](RemotePrefillResult r) {
+    cfg_.kv_source->start(std::move(task), blocks_, [this, choice, wake = wake_](RemotePrefillResult r) {
       {
         std::lock_guard<std::mutex> lk(remote_mu_);
         r.seq_id = r.seq_id * 64 + choice;  // (request id, choice) → one key
         remote_results_.push_back(std::move(r));
+        remote_inflight_--;
+        // Under the lock: once it is released, a shutting-down engine may be destroyed.
+        remote_idle_.notify_all();
       }
-      remote_inflight_--;
-      cv_.notify_one();
+      wake->set();
     });
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/auto_reset_event.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
@@ -78,7 +80,12 @@ class EngineImpl final : public Engine {
   /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
   void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
   void run();
-  void step();
+  /// Plans and runs one step; false when nothing could be scheduled (then only an event
+  /// can change that: a request, an abort, a transfer result, a deadline).
+  bool step();
+  /// When the engine thread must wake without an event: the nearest request deadline
+  /// (--request-timeout) of a sequence not already being ended; nullopt when none.
+  std::optional<std::chrono::steady_clock::time_point> next_deadline();
   void admit_inbox();
   void reap();
   /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives
@@ -89,10 +96,6 @@ class EngineImpl final : public Engine {
   void finish(Sequence* s, FinishReason reason, StreamDelta delta);
   void end_choice(RequestGroup& g, int choice_index, FinishReason reason, int generated);
   void publish_stats();
-  bool has_remote_results() {
-    std::lock_guard<std::mutex> lk(remote_mu_);
-    return !remote_results_.empty();
-  }
 
   EngineConfig cfg_;
   std::unique_ptr<model::Model> model_;
@@ -104,19 +107,25 @@ class EngineImpl final : public Engine {
   CacheBlockAccess blocks_;
   EngineMetrics metrics_;
   std::mutex remote_mu_;
+  std::condition_variable remote_idle_;              // remote_inflight_ reached 0
   std::vector<RemotePrefillResult> remote_results_;  // from transfer threads
-  std::atomic<int64_t> remote_inflight_{0};
+  std::atomic<int64_t> remote_inflight_{0};          // decremented under remote_mu_
 
+  // The engine thread sleeps on wake_ when it has nothing to compute. Raised by: submit,
+  // shutdown, a transfer result, and every abort() of a stream of this engine (shared
+  // with the streams, which may outlive the engine).
+  std::shared_ptr<AutoResetEvent> wake_ = std::make_shared<AutoResetEvent>();
   std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
   bool stop_ = false;
   std::thread loop_;
   std::atomic<int64_t> next_id_{1};
 
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
-  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_preemptions_{0}, stats_namespaces_{0};
+  std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_awaiting_kv_{0}, stats_preemptions_{0};
+  std::atomic<int64_t> stats_namespaces_{0};
   std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
+  int64_t reported_queries_ = 0, reported_hits_ = 0;  // prefix-cache counters given to metrics_ (engine thread)
 };
 
 }  // namespace pdserve::engine::detail

@@ -14,11 +14,14 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 void RequestStream::push(StreamDelta d) {
+  std::shared_ptr<AutoResetEvent> event;
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(std::move(d));
+    event = push_event_;
   }
   cv_.notify_one();
+  if (event) event->set();
 }
 
 bool RequestStream::next(StreamDelta& out, std::chrono::milliseconds timeout) {
@@ -27,6 +30,26 @@ bool RequestStream::next(StreamDelta& out, std::chrono::milliseconds timeout) {
   out = std::move(queue_.front());
   queue_.pop_front();
   return true;
+}
+
+void RequestStream::abort() {
+  aborted_.store(true);
+  std::shared_ptr<AutoResetEvent> event;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    event = abort_event_;
+  }
+  if (event) event->set();
+}
+
+void RequestStream::set_abort_event(std::shared_ptr<AutoResetEvent> e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  abort_event_ = std::move(e);
+}
+
+void RequestStream::set_push_event(std::shared_ptr<AutoResetEvent> e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  push_event_ = std::move(e);
 }
 
 }  // namespace pdserve::engine

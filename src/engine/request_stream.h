@@ -7,10 +7,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "base/auto_reset_event.h"
 
 namespace pdserve::engine {
 
@@ -47,20 +50,30 @@ class RequestStream {
   explicit RequestStream(std::string id) : id_(std::move(id)) {}
   const std::string& id() const { return id_; }
 
-  /// Engine side: appends a delta and wakes the consumer.
+  /// Engine side: appends a delta and wakes the consumer (and raises its push event).
   void push(StreamDelta d);
-  /// Consumer side: waits up to `timeout` for the next delta; false on timeout.
+  /// Consumer side: waits up to `timeout` for the next delta (returning as soon as one is
+  /// pushed); false on timeout. A zero timeout only takes a delta already queued.
   bool next(StreamDelta& out, std::chrono::milliseconds timeout);
-  /// Consumer side: asks the engine to stop this request (client gone, timeout). The
-  /// engine frees its KV blocks at its next step and pushes a final Abort delta.
-  void abort() { aborted_.store(true); }
+  /// Consumer side: asks the engine to stop this request (client gone, timeout). Raises
+  /// the abort event, so the engine frees its KV blocks at once and pushes a final Abort
+  /// delta.
+  void abort();
   bool aborted() const { return aborted_.load(); }
+
+  /// Engine side, before the stream is handed out: the event every abort() raises (the
+  /// engine thread sleeps on it).
+  void set_abort_event(std::shared_ptr<AutoResetEvent> e);
+  /// Consumer side: an event every later push() raises, so that one thread can wait for
+  /// the next delta of any of several streams (then take it with next(out, 0ms)).
+  void set_push_event(std::shared_ptr<AutoResetEvent> e);
 
  private:
   std::string id_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamDelta> queue_;
+  std::shared_ptr<AutoResetEvent> push_event_, abort_event_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
 };
 

@@ -95,6 +95,7 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
     for (int k = 0; k < req.n; ++k) {
       Slot s;
       s.stream = std::move(r.value()[k]);
+      s.stream->set_push_event(ready_);
       s.first_of_prompt = k == 0;
       s.prompt_tokens = static_cast<int>(prompt.size());
       slots_.push_back(std::move(s));
@@ -117,38 +118,25 @@ void ChoiceStreams::record(Slot& s, const engine::StreamDelta& d) {
 bool ChoiceStreams::next(Event& out, std::chrono::milliseconds timeout) {
   const size_t n = slots_.size();
   if (unfinished_ == 0 || n == 0) return false;
-  // One non-blocking pass over the unfinished choices, starting after the last served one
-  // so that no choice starves the others.
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (cursor_ + k) % n;
-    Slot& s = slots_[i];
-    if (s.finished) continue;
-    if (s.stream->next(out.delta, std::chrono::milliseconds(0))) {
-      out.choice = static_cast<int>(i);
-      record(s, out.delta);
-      cursor_ = (i + 1) % n;
-      return true;
-    }
-  }
-  if (timeout.count() <= 0) return false;
-  // Nothing ready: block on one unfinished choice (all of the timeout when it is the only one).
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  do {
+  while (true) {
+    // One non-blocking pass over the unfinished choices, starting after the last served
+    // one so that no choice starves the others.
     for (size_t k = 0; k < n; ++k) {
       const size_t i = (cursor_ + k) % n;
       Slot& s = slots_[i];
       if (s.finished) continue;
-      auto wait = unfinished_ == 1 ? timeout : std::min(timeout, std::chrono::milliseconds(2));
-      if (s.stream->next(out.delta, wait)) {
+      if (s.stream->next(out.delta, std::chrono::milliseconds(0))) {
         out.choice = static_cast<int>(i);
         record(s, out.delta);
         cursor_ = (i + 1) % n;
         return true;
       }
-      if (unfinished_ == 1) return false;
     }
-  } while (std::chrono::steady_clock::now() < deadline);
-  return false;
+    // Nothing ready: sleep until any choice's stream is pushed to (a push since the pass
+    // above left the event raised) or the timeout ends.
+    if (timeout.count() <= 0 || !ready_->wait_until(deadline)) return false;
+  }
 }
 
 void ChoiceStreams::abort_all() {

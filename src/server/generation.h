@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/auto_reset_event.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
 #include "server/api_error.h"
@@ -61,8 +62,8 @@ class ChoiceStreams {
     int choice = 0;
     engine::StreamDelta delta;
   };
-  /// The next delta of any unfinished choice, waiting up to `timeout`; false on timeout
-  /// or when all choices are finished.
+  /// The next delta of any unfinished choice, waiting up to `timeout` (returning as soon
+  /// as one is pushed); false on timeout or when all choices are finished.
   bool next(Event& out, std::chrono::milliseconds timeout);
 
   /// True when every choice has delivered its final delta.
@@ -85,6 +86,7 @@ class ChoiceStreams {
   void record(Slot& s, const engine::StreamDelta& d);
 
   std::vector<Slot> slots_;
+  std::shared_ptr<AutoResetEvent> ready_ = std::make_shared<AutoResetEvent>();  // raised by every push
   int unfinished_ = 0;
   size_t cursor_ = 0;
 };

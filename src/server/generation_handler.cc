@@ -14,6 +14,8 @@
 namespace pdserve::server {
 namespace {
 
+// How often a waiting non-streamed request checks the server's stopping flag (which has
+// no event); a delta wakes it at once.
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // After asking the engine to abort (shutdown), how long to wait for its final deltas.
 constexpr auto kAbortGrace = std::chrono::seconds(10);

@@ -149,13 +149,13 @@ TEST(PrefixCache, FiveThousandSaltsLeaveNoNamespacesBehindAndNeverShareAcrossSal
     }
     for (auto& s : streams) EXPECT_EQ(drain(*s).finish, engine::FinishReason::Length);
   }
-  ASSERT_TRUE(testing::wait_idle(*e));
+  ASSERT_TRUE(testing::wait_pool_free(*e));
   EXPECT_GT(e->stats().prefix_cache_namespaces, 1);
   // One unsalted request that needs the whole pool evicts every salted block.
   engine::SamplingParams all = greedy(256 - static_cast<int>(prompt.size()));
   all.ignore_eos = true;
   EXPECT_EQ(drain(*submit(*e, prompt, all)).finish, engine::FinishReason::Length);
-  ASSERT_TRUE(testing::wait_idle(*e));
+  ASSERT_TRUE(testing::wait_pool_free(*e));
   EXPECT_LE(e->stats().prefix_cache_namespaces, 1);
 
   // Salts equal in their first 8 bytes are separate namespaces; the same salt shares.
