@@ -29,7 +29,7 @@ constexpr int kDecodeSteps = 3;
 
 /// Every logit of two reference prompts (the 2nd and last case) and kDecodeSteps
 /// teacher-forced steps after each, on path `isa`.
-std::vector<float> run_logits(const model::Model& m, const std::vector<testing::ReferenceCase>& cases, Isa isa) {
+std::vector<float> run_logits(model::Model& m, const std::vector<testing::ReferenceCase>& cases, Isa isa) {
   EXPECT_EQ(kernels::force_isa(isa), isa);
   std::vector<float> all;
   for (const testing::ReferenceCase* c : {&cases[1], &cases.back()}) {
