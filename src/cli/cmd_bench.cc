@@ -3,15 +3,15 @@
 // /v1/completions and reports TTFT, TPOT, ITL, E2E, throughput and goodput.
 #include <cstdio>
 
-#include "bench/bench.h"
-#include "bench/plot.h"
-#include "bench/report.h"
+#include "loadgen/bench.h"
+#include "loadgen/plot.h"
+#include "loadgen/report.h"
 #include "cli/commands.h"
 
 namespace pdserve::cli {
 
 void add_bench_command(CLI::App& app, BenchArgs& a) {
-  bench::BenchConfig& c = a.cfg;
+  loadgen::BenchConfig& c = a.cfg;
   CLI::App* cmd = app.add_subcommand("bench", "measure an OpenAI-compatible server: replay a trace or a synthetic load");
   cmd->add_option("--url", c.url, "server base URL")->default_val("http://127.0.0.1:8080");
   cmd->add_option("--endpoint", c.endpoint, "completions path appended to --url")->default_val("/v1/completions");
@@ -61,28 +61,28 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
 }
 
 int run_bench(BenchArgs& a) {
-  bench::BenchConfig& c = a.cfg;
+  loadgen::BenchConfig& c = a.cfg;
   if (!a.trace.empty()) {
     c.trace_format = a.trace[0];
     c.trace_path = a.trace[1];
   }
-  auto rep = bench::run_bench(c);
+  auto rep = loadgen::run_bench(c);
   if (!rep.ok()) {
     std::fprintf(stderr, "error: %s\n", rep.error().c_str());
     return 1;
   }
-  std::fputs(bench::format_table(rep.value()).c_str(), stdout);
+  std::fputs(loadgen::format_table(rep.value()).c_str(), stdout);
   std::fflush(stdout);
   int rc = rep.value().summary.completed > 0 ? 0 : 3;
   if (!a.json_out.empty()) {
-    Status s = bench::write_json(rep.value(), a.json_out);
+    Status s = loadgen::write_json(rep.value(), a.json_out);
     if (!s.ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       rc = 1;
     }
   }
   if (!a.plot_out.empty()) {
-    Status s = bench::write_plot(rep.value(), a.plot_out);
+    Status s = loadgen::write_plot(rep.value(), a.plot_out);
     if (!s.ok()) {
       std::fprintf(stderr, "error: plot: %s\n", s.message().c_str());
       rc = 1;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.h"
+#include "loadgen/bench.h"
 #include "disagg/routing_policy.h"
 #include "engine/engine.h"
 
@@ -77,7 +77,7 @@ void add_info_command(CLI::App& app, InfoArgs& a);
 int run_info(const InfoArgs& a);
 
 struct BenchArgs {
-  bench::BenchConfig cfg;
+  loadgen::BenchConfig cfg;
   std::vector<std::string> trace;  // --trace FORMAT FILE
   std::string json_out, plot_out;
 };

@@ -1,4 +1,5 @@
-// pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize.
+// pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize,
+// prefill, decode, router, synth, bench-model.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"

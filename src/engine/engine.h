@@ -33,7 +33,7 @@ struct EngineConfig {
   int threads = 0;                 // 0 ⇒ all cores
   int block_size = 16;             // tokens per KV block
   int64_t num_kv_blocks = 0;       // 0 ⇒ derived from kv_cache_mb
-  int64_t kv_cache_mb = 0;         // 0 ⇒ enough for max_seqs full contexts, capped at 1 GiB
+  int64_t kv_cache_mb = 0;         // 0 ⇒ enough for max_seqs full contexts, capped at 512 MiB
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // --kv-dtype f16 | f32
   int max_batched_tokens = 2048;   // token budget per step
   int max_seqs = 64;               // running sequences per step

@@ -72,12 +72,6 @@ void rope_apply(float* x, int rot_dim, const float* cs, bool neox) {
   }
 }
 
-void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox) {
-  float cs[1024];
-  rope_cache(rot_dim, pos, base, freq_scale, cs);
-  rope_apply(x, rot_dim, cs, neox);
-}
-
 void swiglu(float* gate, const float* up, int n, Isa isa) {
   // ggml_vec_swiglu_f32 (ggml-cpu/vec.cpp) on one row: ggml_v_silu over 16-wide chunks
   // from the start of the row, then x/(1+expf(-x)) on the last n % 16 values. Called once

@@ -12,19 +12,18 @@ namespace pdserve::kernels {
 /// The sum of squares is accumulated in double, in index order (batch invariant).
 void rms_norm(float* out, const float* x, const float* w, int n, float eps);
 
-/// RoPE (Su et al. 2021, RoFormer) on one head vector of `head_dim` values at position
-/// `pos`, rotating the first `rot_dim` dims with theta_i = pos * freq_scale * base^(-2i/rot_dim)
-/// (freq_scale < 1 is linear RoPE scaling).
-/// `neox` = false: pairs (x[2i], x[2i+1]) — llama.cpp's LLAMA_ROPE_TYPE_NORM used for `llama`.
-/// `neox` = true: pairs (x[i], x[i + rot_dim/2]) — LLAMA_ROPE_TYPE_NEOX (qwen2).
+/// RoPE (Su et al. 2021, RoFormer) rotates the first `rot_dim` dims of each head vector
+/// with theta_i = pos * freq_scale * base^(-2i/rot_dim) (freq_scale < 1 is linear RoPE
+/// scaling): pairs (x[2i], x[2i+1]) — llama.cpp's LLAMA_ROPE_TYPE_NORM used for `llama` —
+/// or, `neox`, pairs (x[i], x[i + rot_dim/2]) — LLAMA_ROPE_TYPE_NEOX (qwen2).
+///
 /// RoPE's cos/sin at position `pos` for the rot_dim/2 rotated pairs (theta_i =
 /// pos·freq_scale·base^(−2i/rot_dim), by repeated multiplication as ggml): cs[2i] = cos θ_i,
 /// cs[2i+1] = sin θ_i. One table serves every head of a token.
 void rope_cache(int rot_dim, int pos, float base, float freq_scale, float* cs);
 /// Rotates one head's first rot_dim values with a rope_cache table: pairs (2i, 2i+1), or
-/// (i, i + rot_dim/2) for NeoX. Bit-identical to rope().
+/// (i, i + rot_dim/2) for NeoX.
 void rope_apply(float* x, int rot_dim, const float* cs, bool neox);
-void rope(float* x, int head_dim, int rot_dim, int pos, float base, float freq_scale, bool neox);
 
 /// SwiGLU gate (Shazeer 2020) on ONE token row of n = n_ff values:
 /// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x). Mirrors ggml_vec_swiglu_f32

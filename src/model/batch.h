@@ -40,10 +40,6 @@ struct Batch {
   std::function<void(int layer)> after_layer;
 
   int n_tokens() const { return static_cast<int>(tokens.size()); }
-  void clear() {
-    tokens.clear(); positions.clear(); slot_mapping.clear(); seq_ids.clear();
-    block_tables.clear(); logits_rows.clear(); after_layer = nullptr; gemm_order.clear();
-  }
 };
 
 }  // namespace pdserve::model

@@ -135,6 +135,7 @@ TEST(PrefixCache, FiveThousandSaltsLeaveNoNamespacesBehindAndNeverShareAcrossSal
   engine::EngineConfig c = config(true);
   c.ctx_size = 256;
   c.num_kv_blocks = 256 / kBs;  // one full context is the whole pool
+  c.threads = 1;                // ~250 tiny steps: no fork/join per step
   auto e = make_engine(c);
   ASSERT_TRUE(e);
   const auto prompt = prompts_with_prefix(*e, 2 * kBs, 1)[0];  // 11 tokens: 2 full blocks cached per salt

@@ -1,11 +1,11 @@
-#include "bench/progress.h"
+#include "loadgen/progress.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 ProgressBar::ProgressBar(std::FILE* out, int tty, double line_interval_s)
     : out_(out), tty_(tty < 0 ? ::isatty(::fileno(out)) == 1 : tty == 1), line_interval_s_(line_interval_s) {}
@@ -41,4 +41,4 @@ void ProgressBar::draw(const ClientProgress& p, bool final) {
   std::fflush(out_);
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

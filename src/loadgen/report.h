@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/bench.h"
+#include "loadgen/bench.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// The human-readable result table (workload and scaling first).
 std::string format_table(const BenchReport& r);
@@ -20,4 +20,4 @@ nlohmann::json report_json(const BenchReport& r);
 /// Writes report_json(r) to `path`.
 Status write_json(const BenchReport& r, const std::string& path);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

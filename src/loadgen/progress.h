@@ -4,9 +4,9 @@
 
 #include <cstdio>
 
-#include "bench/stream_client.h"
+#include "loadgen/stream_client.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 class ProgressBar {
  public:
@@ -26,4 +26,4 @@ class ProgressBar {
   int last_width_ = 0;
 };
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -1,11 +1,11 @@
-#include "bench/report.h"
+#include "loadgen/report.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 std::string fmt(const char* f, double v) {
@@ -172,4 +172,4 @@ Status write_json(const BenchReport& r, const std::string& path) {
   return Status::Ok();
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

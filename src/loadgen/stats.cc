@@ -1,11 +1,11 @@
-#include "bench/stats.h"
+#include "loadgen/stats.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 double percentile_sorted(const std::vector<double>& x, double p) {
   if (x.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -152,4 +152,4 @@ Timeline timeline(const std::vector<RequestRecord>& recs, const std::vector<int6
   return tl;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "bench/trace.h"
+#include "loadgen/trace.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// One request to send.
 struct WorkItem {
@@ -79,4 +79,4 @@ struct PrefixStats {
 };
 PrefixStats ideal_prefix_hits(const Workload& w);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// Tokens per Mooncake `hash_ids` block in the original trace.
 inline constexpr int64_t kMooncakeBlockTokens = 512;
@@ -44,4 +44,4 @@ Result<std::vector<TraceEntry>> read_trace(TraceFormat format, const std::string
 /// False when the text is not in that form.
 bool parse_datetime(std::string_view text, int64_t* seconds, double* fraction);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// One request to send: when, and the JSON body (with "stream": true).
 struct RequestSpec {
@@ -57,4 +57,4 @@ std::vector<RequestRecord> run_requests(const std::vector<RequestSpec>& specs, c
 /// "[DONE]") received at time `t` to `rec`.
 void apply_sse_event(const std::string& data, double t, RequestRecord& rec);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

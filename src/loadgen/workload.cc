@@ -1,4 +1,4 @@
-#include "bench/workload.h"
+#include "loadgen/workload.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 std::string fmt_num(double v) {
@@ -180,4 +180,4 @@ PrefixStats ideal_prefix_hits(const Workload& w) {
   return st;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -1,16 +1,16 @@
-#include "bench/bench.h"
+#include "loadgen/bench.h"
 
 #include <chrono>
 #include <ctime>
 
 #include <nlohmann/json.hpp>
 
-#include "bench/progress.h"
-#include "bench/prompt_synth.h"
+#include "loadgen/progress.h"
+#include "loadgen/prompt_synth.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 std::string utc_now() {
@@ -141,4 +141,4 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
   return rep;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

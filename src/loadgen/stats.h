@@ -7,9 +7,9 @@
 #include <optional>
 #include <vector>
 
-#include "bench/stream_client.h"
+#include "loadgen/stream_client.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// The p-th percentile (p in [0, 100]) of `sorted` (ascending) by linear interpolation
 /// between closest ranks — numpy's default method: rank r = p/100 * (n-1), result
@@ -79,4 +79,4 @@ struct Timeline {
 Timeline timeline(const std::vector<RequestRecord>& recs, const std::vector<int64_t>& expected_input,
                   double bin_s = 0);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

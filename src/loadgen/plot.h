@@ -5,12 +5,12 @@
 #include <string>
 
 #include "base/status.h"
-#include "bench/bench.h"
+#include "loadgen/bench.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 /// Writes the plot of `r` to `png_path` with gnuplot's pngcairo terminal (png when cairo
 /// is missing). Errors when gnuplot is not installed or fails (with its message).
 Status write_plot(const BenchReport& r, const std::string& png_path);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

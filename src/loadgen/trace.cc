@@ -1,4 +1,4 @@
-#include "bench/trace.h"
+#include "loadgen/trace.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 std::string lower(std::string_view s) {
@@ -160,4 +160,4 @@ Result<std::vector<TraceEntry>> read_trace(TraceFormat format, const std::string
   return format == TraceFormat::Mooncake ? read_mooncake_trace(path) : read_azure_trace(path);
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

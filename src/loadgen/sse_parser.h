@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 class SseParser {
  public:
@@ -22,4 +22,4 @@ class SseParser {
   bool has_data_ = false;
 };
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "bench/stats.h"
-#include "bench/stream_client.h"
-#include "bench/workload.h"
+#include "loadgen/stats.h"
+#include "loadgen/stream_client.h"
+#include "loadgen/workload.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 struct BenchConfig {
   // Server.
@@ -61,4 +61,4 @@ std::string request_body(const BenchConfig& cfg, const std::string& prompt, int6
 /// Runs the whole benchmark (progress on stderr when cfg.progress).
 Result<BenchReport> run_bench(const BenchConfig& cfg);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

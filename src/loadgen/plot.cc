@@ -1,4 +1,4 @@
-#include "bench/plot.h"
+#include "loadgen/plot.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <vector>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 constexpr size_t kMaxCdfPoints = 2000;
@@ -168,4 +168,4 @@ Status write_plot(const BenchReport& r, const std::string& png_path) {
   return Status::Internal("gnuplot failed: " + err);
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -10,7 +10,7 @@
 #include "base/status.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 class PromptSynthesizer {
  public:
@@ -53,4 +53,4 @@ class PromptSynthesizer {
   uint64_t seed_ = 0;
 };
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "bench/trace.h"
-#include "bench/workload.h"
+#include "loadgen/trace.h"
+#include "loadgen/workload.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 constexpr const char* kMooncake = "../shared/traces/mooncake_conversation_trace.jsonl";
@@ -216,4 +216,4 @@ TEST(BenchWorkload, SyntheticArrivals) {
 }
 
 }  // namespace
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -2,11 +2,11 @@
 // /v1/completions prompts) and identical token blocks for shared trace hash ids.
 #include <gtest/gtest.h>
 
-#include "bench/prompt_synth.h"
+#include "loadgen/prompt_synth.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 std::unique_ptr<tokenizer::Tokenizer> load(const std::string& path) {
@@ -119,4 +119,4 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, PromptSynthTest,
                          });
 
 }  // namespace
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

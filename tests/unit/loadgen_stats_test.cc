@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "bench/stats.h"
+#include "loadgen/stats.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 TEST(BenchPercentile, LinearInterpolationBetweenClosestRanks) {
@@ -167,4 +167,4 @@ TEST(BenchMetrics, TimelineSpreadsTokensOverChunks) {
 }
 
 }  // namespace
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

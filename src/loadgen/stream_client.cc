@@ -1,4 +1,4 @@
-#include "bench/stream_client.h"
+#include "loadgen/stream_client.h"
 
 #include <curl/curl.h>
 
@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
-#include "bench/sse_parser.h"
+#include "loadgen/sse_parser.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 constexpr size_t kKeepRawBytes = 2048;  // of a response body, for error messages
@@ -208,4 +208,4 @@ std::vector<RequestRecord> run_requests(const std::vector<RequestSpec>& specs, c
   return recs;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

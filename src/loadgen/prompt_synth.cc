@@ -1,10 +1,10 @@
-#include "bench/prompt_synth.h"
+#include "loadgen/prompt_synth.h"
 
 #include <algorithm>
 #include <random>
 #include <set>
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 constexpr size_t kMinPool = 8;
@@ -111,4 +111,4 @@ Result<PromptSynthesizer::Prompt> PromptSynthesizer::synthesize(int64_t num_toke
   return p;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -1,6 +1,6 @@
-#include "bench/sse_parser.h"
+#include "loadgen/sse_parser.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 
 std::vector<std::string> SseParser::feed(std::string_view bytes) {
   std::vector<std::string> out;
@@ -36,4 +36,4 @@ void SseParser::line(std::string_view l, std::vector<std::string>& out) {
   has_data_ = true;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen

@@ -2,10 +2,10 @@
 // (completion / chat chunk, usage, error, [DONE]) updates a request record.
 #include <gtest/gtest.h>
 
-#include "bench/sse_parser.h"
-#include "bench/stream_client.h"
+#include "loadgen/sse_parser.h"
+#include "loadgen/stream_client.h"
 
-namespace pdserve::bench {
+namespace pdserve::loadgen {
 namespace {
 
 TEST(BenchSse, EventsSplitAnywhere) {
@@ -67,4 +67,4 @@ TEST(BenchSse, ErrorEvents) {
 }
 
 }  // namespace
-}  // namespace pdserve::bench
+}  // namespace pdserve::loadgen
