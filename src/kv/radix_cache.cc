@@ -42,60 +42,59 @@ struct RadixCache::Node {
   int64_t heap_pos = -1;  // index in leaves_ (an evictable leaf), else -1
 };
 
-// The evictable leaves: a binary min-heap by (evict_key, id) whose nodes know their
-// index, so a leaf that gets locked, gains a child or is touched leaves it in O(log n).
+// The evictable leaves: a 4-ary min-heap of (evict_key, id, node) entries whose nodes know
+// their index, so a leaf that gets locked, gains a child or is touched leaves it in
+// O(log n). Keys live in the entries and a node's four children are adjacent, so a sift
+// reads the contiguous heap, not the nodes.
 namespace {
 
-bool evicts_before(const RadixCache::Node* a, const RadixCache::Node* b);
+constexpr size_t kArity = 4;
+
+bool before(const RadixCache::LeafEntry& a, const RadixCache::LeafEntry& b) {
+  return a.key != b.key ? a.key < b.key : a.id < b.id;
+}
 
 }  // namespace
 
-void RadixCache::heap_set(size_t i, Node* n) {
-  leaves_[i] = n;
-  n->heap_pos = static_cast<int64_t>(i);
+void RadixCache::heap_set(size_t i, const LeafEntry& e) {
+  leaves_[i] = e;
+  e.node->heap_pos = static_cast<int64_t>(i);
 }
 
 void RadixCache::heap_sift(size_t i) {
-  Node* n = leaves_[i];
-  while (i > 0 && evicts_before(n, leaves_[(i - 1) / 2])) {  // up
-    heap_set(i, leaves_[(i - 1) / 2]);
-    i = (i - 1) / 2;
+  const LeafEntry e = leaves_[i];
+  while (i > 0 && before(e, leaves_[(i - 1) / kArity])) {  // up
+    heap_set(i, leaves_[(i - 1) / kArity]);
+    i = (i - 1) / kArity;
   }
   for (;;) {  // down
-    size_t c = 2 * i + 1;
-    if (c >= leaves_.size()) break;
-    if (c + 1 < leaves_.size() && evicts_before(leaves_[c + 1], leaves_[c])) ++c;
-    if (!evicts_before(leaves_[c], n)) break;
+    const size_t first = kArity * i + 1;
+    if (first >= leaves_.size()) break;
+    size_t c = first;
+    const size_t last = std::min(first + kArity, leaves_.size());
+    for (size_t k = first + 1; k < last; ++k)
+      if (before(leaves_[k], leaves_[c])) c = k;
+    if (!before(leaves_[c], e)) break;
     heap_set(i, leaves_[c]);
     i = c;
   }
-  heap_set(i, n);
+  heap_set(i, e);
 }
 
 void RadixCache::heap_push(Node* n) {
-  leaves_.push_back(n);
-  n->heap_pos = static_cast<int64_t>(leaves_.size() - 1);
+  leaves_.push_back({n->evict_key, n->id, n});
   heap_sift(leaves_.size() - 1);
 }
 
 void RadixCache::heap_erase(Node* n) {
   const size_t i = static_cast<size_t>(n->heap_pos);
   n->heap_pos = -1;
-  Node* last = leaves_.back();
+  const LeafEntry last = leaves_.back();
   leaves_.pop_back();
-  if (last == n) return;
+  if (last.node == n) return;
   heap_set(i, last);
   heap_sift(i);
 }
-
-namespace {
-
-bool evicts_before(const RadixCache::Node* a, const RadixCache::Node* b) {
-  if (a->evict_key != b->evict_key) return a->evict_key < b->evict_key;
-  return a->id < b->id;
-}
-
-}  // namespace
 
 RadixCache::Node* RadixCache::find_child(Node* parent, uint64_t hash, const int32_t* tokens) const {
   auto same = [&](const Node* c) { return c->hash == hash && std::equal(c->tokens.begin(), c->tokens.end(), tokens); };
@@ -279,7 +278,7 @@ void RadixCache::unlock(Node* node) {
 int RadixCache::evict(int n) {
   int freed = 0;
   while (freed < n && !leaves_.empty()) {
-    Node* x = leaves_.front();
+    Node* x = leaves_.front().node;
     heap_erase(x);
     assert(pool_.ref_count(x->block) == 0);
     pool_.release_cached(x->block);

@@ -8,7 +8,7 @@
 // inc_lock_ref / dec_lock_ref, walked to the root). A node with lock_ref > 0 is protected;
 // one with lock_ref == 0 is evictable, and since a lock covers the whole path to the root,
 // evictable nodes form whole subtrees: evicting leaves first can reclaim all of them.
-// Evictable leaves sit in a binary heap keyed by the eviction policy, updated
+// Evictable leaves sit in a 4-ary heap keyed by the eviction policy, updated
 // incrementally, so evicting k blocks costs O(k log n).
 //
 // Namespaces (the `cache_salt`) are keyed by the salt string itself; a namespace's root
@@ -30,6 +30,12 @@ namespace pdserve::kv {
 class RadixCache {
  public:
   struct Node;
+  /// An evictable leaf in the eviction heap, with its key (internal).
+  struct LeafEntry {
+    double key;
+    uint64_t id;
+    Node* node;
+  };
 
   RadixCache(BlockPool& pool, int block_size, EvictionPolicy policy);
   ~RadixCache();
@@ -75,7 +81,7 @@ class RadixCache {
   Node* find_child(Node* parent, uint64_t hash, const int32_t* tokens) const;
   void add_child(Node* parent, Node* child);
   void remove_child(Node* child);  // releases it
-  void heap_set(size_t i, Node* n);
+  void heap_set(size_t i, const LeafEntry& e);
   void heap_sift(size_t i);
   void heap_push(Node* n);
   void heap_erase(Node* n);
@@ -92,7 +98,7 @@ class RadixCache {
   std::vector<std::unique_ptr<Node>> nodes_;  // every node ever made
   std::vector<Node*> free_nodes_;  // released nodes, reused before nodes_ grows
   std::map<std::string, Node*> roots_;
-  std::vector<Node*> leaves_;  // evictable leaves: a min-heap in eviction order
+  std::vector<LeafEntry> leaves_;  // evictable leaves: a 4-ary min-heap in eviction order
   int64_t evictable_size_ = 0, protected_size_ = 0;
   uint64_t clock_ = 0;    // logical access time
   uint64_t next_id_ = 0;  // tie-break of equal eviction keys
