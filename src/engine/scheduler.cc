@@ -54,9 +54,12 @@ int Scheduler::chunk(const Sequence& s, int budget) const {
 
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
   if (kv_.prefix_caching() && s.kv.num_blocks() == 0) {
-    // Reuse the longest cached prefix, but always compute at least one prompt token (the
-    // last one's logits are needed).
-    s.num_computed = kv_.match_prefix(s.kv, s.cache_salt, s.tokens.data(), static_cast<int>(s.tokens.size()) - 1);
+    // Reuse the longest cached prefix, but always compute at least one token (the last
+    // one's logits are needed), and only prompt positions: cached blocks hold prompt-role
+    // K/V, while generated tokens (a preempted or resumed sequence) are recomputed in the
+    // decode role, so a match there would not be bit-identical.
+    const int max_hit = std::min(static_cast<int>(s.tokens.size()) - 1, s.role_prompt_len);
+    s.num_computed = kv_.match_prefix(s.kv, s.cache_salt, s.tokens.data(), max_hit);
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt

@@ -222,6 +222,24 @@ TEST_F(SchedulerTest, ReusesCachedPromptBlocksAtAdmission) {
   EXPECT_EQ(kv_->num_evictable_blocks(), kv_->usage().cached);
 }
 
+TEST_F(SchedulerTest, GeneratedTokensNeverMatchCachedPromptBlocks) {
+  SchedulerConfig cfg;
+  make(16, cfg);
+  Sequence* w = add(1, 12, 1.0);  // prompt 100..111: three full blocks get cached
+  run(sched_->schedule());
+  sched_->finish(w);
+  // A sequence whose prompt is 100..103 and whose generated tokens are 104..111 (as after
+  // a preemption): only its prompt block may come from the cache.
+  Sequence* y = add(2, 4, 2.0);
+  for (int32_t t = 104; t < 112; ++t) y->tokens.push_back(t);
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(y->num_computed, 4);
+  EXPECT_EQ(plan[0].n_tokens, 8);
+  sched_->finish(y);
+  expect_all_blocks_back();
+}
+
 TEST_F(SchedulerTest, ForkSharesFullBlocksAndCopiesThePartialOne) {
   SchedulerConfig cfg;
   make(16, cfg);
