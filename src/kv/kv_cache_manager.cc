@@ -28,11 +28,14 @@ int KvCacheManager::match_prefix(KvSeq& seq, const std::string& ns, const int32_
   return seq.num_cached_blocks * block_size();
 }
 
+bool KvCacheManager::take_blocks(int n, std::vector<int32_t>& out) {
+  if (n > pool_->num_free() && cache_) cache_->evict(n - pool_->num_free());
+  return pool_->allocate(n, out);
+}
+
 bool KvCacheManager::allocate_slots(KvSeq& seq, int num_tokens) {
   const int64_t need = blocks_for(num_tokens) - seq.num_blocks();
-  if (need <= 0) return true;
-  if (need > pool_->num_free() && cache_) cache_->evict(static_cast<int>(need - pool_->num_free()));
-  return pool_->allocate(static_cast<int32_t>(need), seq.block_table.blocks);
+  return need <= 0 || take_blocks(static_cast<int>(need), seq.block_table.blocks);
 }
 
 void KvCacheManager::cache_full_blocks(KvSeq& seq, const int32_t* tokens, int num_tokens) {
@@ -50,10 +53,7 @@ bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
   const int full = num_tokens / block_size();
   const bool partial = num_tokens % block_size() != 0;
   std::vector<int32_t> copy;
-  if (partial) {
-    if (1 > pool_->num_free() && cache_) cache_->evict(1);
-    if (!pool_->allocate(1, copy)) return false;
-  }
+  if (partial && !take_blocks(1, copy)) return false;
   for (int b = 0; b < full; ++b) {
     pool_->incref(parent.block_table.blocks[b]);
     child.block_table.blocks.push_back(parent.block_table.blocks[b]);

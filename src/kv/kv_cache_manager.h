@@ -100,6 +100,9 @@ class KvCacheManager {
   uint8_t* block_v(int layer, int32_t block);
 
  private:
+  /// `n` blocks from the free list into `out`, evicting cached ones if it is short; all or nothing.
+  bool take_blocks(int n, std::vector<int32_t>& out);
+
   KvCache storage_;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<RadixCache> cache_;  // null without prefix caching

@@ -21,6 +21,7 @@
 #include "disagg/worker_client.h"
 #include "support/engine_runner.h"
 #include "support/pool_free.h"
+#include "support/wait.h"
 
 namespace pdserve {
 namespace {
@@ -106,13 +107,9 @@ double cpu_over_two_seconds() {
 }
 
 /// Polls `pred` (engine stats are published after each step) for up to 5 s.
-bool eventually(const std::function<bool()>& pred) {
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
+template <typename Pred>
+bool eventually(Pred pred) {
+  return testing::wait_until(pred, 5s, 1ms);
 }
 
 std::unique_ptr<engine::Engine> make_decode_engine(std::shared_ptr<HoldingKvSource> source, int max_seqs,
@@ -178,7 +175,9 @@ TEST(EngineEvents, AbortWakesTheEngineAtOnce) {
     auto s = submit(*e, kPrompt, greedy(8));
     ASSERT_TRUE(source->wait_held(1));
     ASSERT_TRUE(eventually([&] { return e->stats().kv_blocks_used > 0; }));
-    std::this_thread::sleep_for(20ms);  // the engine is asleep again
+    // Let the engine go back to sleep, so that the abort below must wake it. Too short a
+    // pause only makes the check weaker (the engine may still be awake), never wrong.
+    std::this_thread::sleep_for(20ms);
     const auto t0 = std::chrono::steady_clock::now();
     s->abort();
     engine::StreamDelta d;
