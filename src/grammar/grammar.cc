@@ -1,0 +1,202 @@
+#include "grammar/grammar.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace pdserve::grammar {
+
+int32_t Grammar::rule_id(const std::string& name) {
+  for (size_t i = 0; i < rule_names.size(); ++i)
+    if (rule_names[i] == name) return static_cast<int32_t>(i);
+  rule_names.push_back(name);
+  rule_alts.emplace_back();
+  return static_cast<int32_t>(rule_names.size() - 1);
+}
+
+int32_t Grammar::new_rule(const std::string& base) {
+  for (int k = static_cast<int>(rule_names.size());; ++k) {
+    std::string name = base + "-" + std::to_string(k);
+    if (std::find(rule_names.begin(), rule_names.end(), name) == rule_names.end()) return rule_id(name);
+  }
+}
+
+void Grammar::add_alt(int32_t rule, const std::vector<Element>& seq) {
+  rule_alts[rule].push_back(static_cast<int32_t>(elems.size()));
+  elems.insert(elems.end(), seq.begin(), seq.end());
+  elems.push_back({Element::kEnd, 0});
+}
+
+Element Grammar::bytes(const ByteSet& set) {
+  for (size_t i = 0; i < sets.size(); ++i)
+    if (sets[i] == set) return {Element::kBytes, static_cast<int32_t>(i)};
+  sets.push_back(set);
+  return {Element::kBytes, static_cast<int32_t>(sets.size() - 1)};
+}
+
+Element Grammar::byte(uint8_t b) {
+  ByteSet s;
+  s.add(b, b);
+  return bytes(s);
+}
+
+Status Grammar::validate() const {
+  const size_t n = rule_alts.size();
+  for (size_t r = 0; r < n; ++r)
+    if (rule_alts[r].empty()) return Status::InvalidArgument("undefined rule '" + rule_names[r] + "'");
+  // Nullable rules (fixpoint), then the "leftmost reference" graph must be acyclic.
+  std::vector<char> nullable(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (nullable[r]) continue;
+      for (int32_t a : rule_alts[r]) {
+        bool all = true;
+        for (int32_t i = a; elems[i].kind != Element::kEnd; ++i)
+          if (elems[i].kind == Element::kBytes || !nullable[elems[i].value]) { all = false; break; }
+        if (all) { nullable[r] = 1; changed = true; break; }
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> left(n);
+  for (size_t r = 0; r < n; ++r)
+    for (int32_t a : rule_alts[r])
+      for (int32_t i = a; elems[i].kind == Element::kRule; ++i) {
+        left[r].push_back(elems[i].value);
+        if (!nullable[elems[i].value]) break;
+      }
+  std::vector<int> color(n, 0);  // 0 new, 1 on the DFS path, 2 done
+  std::string bad;
+  std::function<bool(int32_t)> dfs = [&](int32_t r) {
+    color[r] = 1;
+    for (int32_t s : left[r]) {
+      if (color[s] == 1) { bad = rule_names[s]; return false; }
+      if (color[s] == 0 && !dfs(s)) return false;
+    }
+    color[r] = 2;
+    return true;
+  };
+  for (size_t r = 0; r < n; ++r)
+    if (color[r] == 0 && !dfs(static_cast<int32_t>(r)))
+      return Status::InvalidArgument("rule '" + bad + "' is left recursive (not supported)");
+  return Status::Ok();
+}
+
+void append_utf8(uint32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+namespace {
+
+using ByteRanges = std::vector<std::pair<uint8_t, uint8_t>>;
+
+/// Splits [lo, hi] (no surrogates inside) into ranges whose UTF-8 encodings are
+/// products of per-byte ranges, and emits each product.
+void utf8_split(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
+  if (lo > hi) return;
+  static const uint32_t kMax[] = {0x7F, 0x7FF, 0xFFFF};
+  for (uint32_t m : kMax) {
+    if (lo <= m && m < hi) {
+      utf8_split(lo, m, out);
+      utf8_split(m + 1, hi, out);
+      return;
+    }
+  }
+  if (hi < 0x80) {
+    out.push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  for (int i = 1; i < 4; ++i) {
+    const uint32_t m = (uint32_t{1} << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_split(lo, lo | m, out);
+        utf8_split((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_split(lo, (hi & ~m) - 1, out);
+        utf8_split(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  std::string a, b;
+  append_utf8(lo, a);
+  append_utf8(hi, b);
+  ByteRanges seq;
+  for (size_t i = 0; i < a.size(); ++i) seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
+  out.push_back(std::move(seq));
+}
+
+}  // namespace
+
+Element codepoint_class(Grammar& g, std::vector<CodepointRange> ranges, bool negated) {
+  // Normalise: sort, merge, complement if negated, remove surrogates.
+  std::sort(ranges.begin(), ranges.end(), [](auto& x, auto& y) { return x.lo < y.lo; });
+  std::vector<CodepointRange> merged;
+  for (auto r : ranges) {
+    if (r.lo > r.hi) continue;
+    r.hi = std::min<uint32_t>(r.hi, 0x10FFFF);
+    if (!merged.empty() && r.lo <= merged.back().hi + 1) merged.back().hi = std::max(merged.back().hi, r.hi);
+    else merged.push_back(r);
+  }
+  if (negated) {
+    std::vector<CodepointRange> comp;
+    uint32_t next = 0;
+    for (auto r : merged) {
+      if (r.lo > next) comp.push_back({next, r.lo - 1});
+      next = r.hi + 1;
+    }
+    if (next <= 0x10FFFF) comp.push_back({next, 0x10FFFF});
+    merged = std::move(comp);
+  }
+  std::vector<CodepointRange> clean;
+  for (auto r : merged) {
+    if (r.hi < 0xD800 || r.lo > 0xDFFF) { clean.push_back(r); continue; }
+    if (r.lo < 0xD800) clean.push_back({r.lo, 0xD7FF});
+    if (r.hi > 0xDFFF) clean.push_back({0xE000, r.hi});
+  }
+  ByteSet ascii;
+  bool any_ascii = false, multi = false;
+  std::vector<ByteRanges> seqs;
+  for (auto r : clean) {
+    if (r.lo < 0x80) {
+      ascii.add(static_cast<uint8_t>(r.lo), static_cast<uint8_t>(std::min<uint32_t>(r.hi, 0x7F)));
+      any_ascii = true;
+    }
+    if (r.hi >= 0x80) {
+      multi = true;
+      utf8_split(std::max<uint32_t>(r.lo, 0x80), r.hi, seqs);
+    }
+  }
+  if (!multi) return g.bytes(ascii);  // possibly empty: matches nothing
+  const int32_t rule = g.new_rule("char");
+  if (any_ascii) g.add_alt(rule, {g.bytes(ascii)});
+  // Merge sequences that share all but their last byte range into one alternative.
+  for (const ByteRanges& s : seqs) {
+    std::vector<Element> seq;
+    for (auto [lo, hi] : s) {
+      ByteSet b;
+      b.add(lo, hi);
+      seq.push_back(g.bytes(b));
+    }
+    g.add_alt(rule, seq);
+  }
+  return {Element::kRule, rule};
+}
+
+}  // namespace pdserve::grammar

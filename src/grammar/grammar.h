@@ -1,0 +1,82 @@
+// A byte-level context-free grammar: the form every structured-output spec (GBNF, JSON
+// Schema, regex, choice) is compiled to before decoding is constrained by it.
+// Rules are alternatives of element sequences; an element matches one byte from a set,
+// refers to a rule, or ends an alternative. Unicode character classes are expanded to
+// UTF-8 byte sequences at build time, so matching is exact at the byte level (tokens that
+// end inside a multi-byte character are handled like any other prefix).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace pdserve::grammar {
+
+/// A set of byte values (256-bit bitmap).
+struct ByteSet {
+  std::array<uint64_t, 4> bits{};
+  bool has(uint8_t b) const { return (bits[b >> 6] >> (b & 63)) & 1; }
+  void add(uint8_t lo, uint8_t hi) {
+    for (int b = lo; b <= hi; ++b) bits[b >> 6] |= uint64_t{1} << (b & 63);
+  }
+  bool operator==(const ByteSet& o) const { return bits == o.bits; }
+};
+
+/// One grammar symbol. kBytes: `value` indexes Grammar::sets; kRule: `value` is a rule id;
+/// kEnd: the end of an alternative.
+struct Element {
+  enum Kind : uint8_t { kBytes, kRule, kEnd };
+  Kind kind;
+  int32_t value;
+};
+
+/// The compiled grammar. elems holds every alternative, each terminated by kEnd;
+/// rule_alts[r] lists the offsets in elems where rule r's alternatives start.
+struct Grammar {
+  std::vector<Element> elems;
+  std::vector<std::vector<int32_t>> rule_alts;
+  std::vector<std::string> rule_names;
+  std::vector<ByteSet> sets;
+  int32_t root = -1;
+
+  /// Builder: the id of rule `name`, created (with no alternatives) if new.
+  int32_t rule_id(const std::string& name);
+  /// Builder: a fresh rule named `base` + a unique suffix.
+  int32_t new_rule(const std::string& base);
+  /// Builder: appends an alternative (a sequence of kBytes/kRule elements) to `rule`.
+  void add_alt(int32_t rule, const std::vector<Element>& seq);
+  /// Builder: the element matching one byte of `set` (sets are deduplicated).
+  Element bytes(const ByteSet& set);
+  Element byte(uint8_t b);
+
+  /// InvalidArgument when a referenced rule has no alternatives, or a rule is left
+  /// recursive (directly or through nullable prefixes); the message names the rule.
+  Status validate() const;
+};
+
+/// An inclusive code-point range.
+struct CodepointRange {
+  uint32_t lo, hi;
+};
+
+/// Appends to `g` a matcher of one code point in the union of `ranges` (negated ⇒ its
+/// complement over U+0000..U+10FFFF; surrogates never match) and returns the element
+/// to put in a sequence: a kBytes element when only ASCII is involved, else a rule of
+/// UTF-8 byte sequences (as Russ Cox's / Rust regex-syntax's Utf8Sequences split).
+Element codepoint_class(Grammar& g, std::vector<CodepointRange> ranges, bool negated);
+
+/// Appends the UTF-8 encoding of `cp` to `out`.
+void append_utf8(uint32_t cp, std::string& out);
+
+/// Parses llama.cpp's GBNF (grammars/README.md in llama.cpp): `name ::= alternatives`,
+/// "literals" with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [classes] (^ negation,
+/// ranges), `.` (any character), ( groups ), rule references, postfix * + ? {m} {m,}
+/// {m,n}, # comments; the start rule is `root`. Not supported (errors): token references
+/// (<[id]>, <name>). Errors: InvalidArgument naming the line and the problem.
+Result<Grammar> parse_gbnf(std::string_view text);
+
+}  // namespace pdserve::grammar

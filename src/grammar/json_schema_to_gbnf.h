@@ -1,0 +1,36 @@
+// JSON Schema → GBNF, for response_format json_schema / guided_json / llama.cpp's
+// json_schema. The output is compact-ish JSON: between tokens at most one space, or a
+// newline and up to 20 spaces/tabs (as llama.cpp's json-schema-to-grammar).
+//
+// Supported: type (one or a list), properties, required, additionalProperties (false,
+// true, or a schema for objects without properties), enum, const, items, minItems,
+// maxItems, anyOf, $ref to #, #/$defs/NAME or #/definitions/NAME (recursion allowed),
+// $defs/definitions, minLength, maxLength, pattern (regex_to_gbnf.h's subset), format
+// "uuid"; the empty schema / true means any JSON value. Properties are produced in key
+// order (nlohmann::json sorts object keys); optional ones may be left out. Annotations (title,
+// description, default, examples, $schema, $id, $comment, deprecated, readOnly,
+// writeOnly, strict) are ignored. Refused (InvalidArgument naming the keyword): every
+// other keyword, e.g. oneOf, allOf, not, if/then/else, minimum/maximum, multipleOf,
+// patternProperties, prefixItems, uniqueItems: true, other formats, remote $refs.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace pdserve::grammar {
+
+/// The GBNF grammar of documents valid under `schema`. Error messages name the
+/// offending keyword and its JSON pointer, e.g. "unsupported keyword 'oneOf' at
+/// /properties/a".
+Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema);
+
+/// The grammar of any JSON object (response_format json_object).
+std::string json_object_gbnf();
+
+/// The grammar of exactly one of `choices` (guided_choice).
+std::string choice_gbnf(const std::vector<std::string>& choices);
+
+}  // namespace pdserve::grammar

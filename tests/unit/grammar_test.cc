@@ -1,0 +1,335 @@
+// The grammar layer without a model: GBNF parsing and errors, byte-level acceptance,
+// regex → grammar against std::regex, JSON Schema → grammar (random walks parse as JSON
+// and keep the schema's shape), and token masks against a brute-force check of every
+// token's bytes.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema_to_gbnf.h"
+#include "grammar/matcher.h"
+#include "grammar/regex_to_gbnf.h"
+
+using namespace pdserve::grammar;
+using nlohmann::json;
+
+namespace {
+
+std::shared_ptr<const TokenVocab> byte_vocab() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  return std::make_shared<TokenVocab>(pieces, std::vector<int32_t>{}, 256);
+}
+
+std::unique_ptr<GrammarMatcher> compile(const std::string& gbnf, std::shared_ptr<const TokenVocab> v = byte_vocab()) {
+  auto g = parse_gbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.error() << "\n" << gbnf;
+  if (!g.ok()) return nullptr;
+  return std::make_unique<GrammarMatcher>(std::move(*g), v);
+}
+
+bool accepts(GrammarMatcher& m, const std::string& s) {
+  int32_t st = m.initial_state();
+  for (char c : s) {
+    st = m.advance_byte(st, static_cast<uint8_t>(c));
+    if (st < 0) return false;
+  }
+  return m.accepting(st);
+}
+
+/// A random sentence: random allowed bytes until the grammar accepts (stopping there
+/// with probability 1/2, always when nothing else is allowed); "" if `limit` is hit.
+std::string random_walk(GrammarMatcher& m, std::mt19937& rng, int limit = 400) {
+  int32_t st = m.initial_state();
+  std::string out;
+  for (int i = 0; i < limit; ++i) {
+    std::vector<int> ok;
+    for (int b = 0; b < 256; ++b)
+      if (m.advance_byte(st, static_cast<uint8_t>(b)) >= 0) ok.push_back(b);
+    // Bias towards ending: near the limit, prefer bytes that close things.
+    if (m.accepting(st) && (ok.empty() || rng() % 2 == 0 || i > limit / 2)) return out;
+    if (ok.empty()) return "";
+    int b = ok[rng() % ok.size()];
+    if (i > limit / 4) {  // prefer structural bytes so walks finish
+      for (int pref : {'"', '}', ']', '0'})
+        if (std::find(ok.begin(), ok.end(), pref) != ok.end() && rng() % 2 == 0) { b = pref; break; }
+    }
+    out += static_cast<char>(b);
+    st = m.advance_byte(st, static_cast<uint8_t>(b));
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(GbnfTest, AcceptsExactlyTheLanguage) {
+  auto m = compile(R"(
+root ::= greeting (" " name)? "!"{1,3}   # comment
+greeting ::= "hi" | "hello"
+name ::= [A-Z] [a-z]*
+)");
+  ASSERT_TRUE(m);
+  for (const char* s : {"hi!", "hello!!!", "hi Bob!", "hello X!!"}) EXPECT_TRUE(accepts(*m, s)) << s;
+  for (const char* s : {"hi", "hi!!!!", "hi bob!", "hey!", "hi Bob", ""}) EXPECT_FALSE(accepts(*m, s)) << s;
+}
+
+TEST(GbnfTest, UnicodeClassesAreMatchedAsUtf8Bytes) {
+  auto m = compile("root ::= [α-ω]+ [^a-z\\x00-\\x7F] \".\"\n");
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(accepts(*m, "αβγ€."));
+  EXPECT_TRUE(accepts(*m, "ω😀."));
+  EXPECT_FALSE(accepts(*m, "αβγa."));
+  EXPECT_FALSE(accepts(*m, "a€."));
+  EXPECT_FALSE(accepts(*m, "α\xED\xA0\x80."));  // a surrogate's encoding is not UTF-8
+  // A prefix that ends inside a multi-byte character is alive.
+  int32_t st = m->initial_state();
+  st = m->advance_byte(st, 0xCE);
+  EXPECT_GE(st, 0);
+  EXPECT_FALSE(m->accepting(st));
+}
+
+TEST(GbnfTest, ErrorsNameTheLineAndProblem) {
+  auto e1 = parse_gbnf("root ::= \"a\"\nx ::= \"b\" |\n  \"c\" )\n");
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.error().find("line 3"), std::string::npos) << e1.error();
+  auto e2 = parse_gbnf("root ::= foo\n");
+  ASSERT_FALSE(e2.ok());
+  EXPECT_NE(e2.error().find("undefined rule 'foo'"), std::string::npos) << e2.error();
+  auto e3 = parse_gbnf("root ::= root \"a\" | \"b\"\n");
+  ASSERT_FALSE(e3.ok());
+  EXPECT_NE(e3.error().find("left recursive"), std::string::npos) << e3.error();
+  auto e4 = parse_gbnf("start ::= \"a\"\n");
+  ASSERT_FALSE(e4.ok());
+  EXPECT_NE(e4.error().find("root"), std::string::npos);
+  EXPECT_FALSE(parse_gbnf("root ::= \"a\" \"b\n").ok());
+  EXPECT_FALSE(parse_gbnf("root ::= \"a\"{3,1}\n").ok());
+  EXPECT_FALSE(parse_gbnf("root ::= <think>\n").ok());
+}
+
+TEST(GbnfTest, DeepRepetitionStaysFlat) {
+  // x* with a tail call: the state after many repetitions is the state after one.
+  auto m = compile("root ::= \"[\" \"a\"* \"]\"\n");
+  ASSERT_TRUE(m);
+  int32_t st = m->advance_byte(m->initial_state(), '[');
+  const int32_t one = m->advance_byte(st, 'a');
+  int32_t many = one;
+  for (int i = 0; i < 1000; ++i) many = m->advance_byte(many, 'a');
+  EXPECT_EQ(one, many);
+  // Nested nullable repetitions do not blow up.
+  auto n = compile("root ::= (\" \"?){0,200} \"x\"\n");
+  ASSERT_TRUE(n);
+  EXPECT_TRUE(accepts(*n, std::string(150, ' ') + "x"));
+  EXPECT_FALSE(accepts(*n, std::string(201, ' ') + "x"));
+}
+
+TEST(RegexTest, AgreesWithStdRegexOnRandomStrings) {
+  const char* patterns[] = {
+      "a(b|c)*d", "[0-9]{2,4}-[a-f]+", "(foo|ba[rz])+\\.?", "x?y+z*", "\\d+(\\.\\d{1,2})?", "[^abc]{1,3}",
+      "(?:ab){2}|c{0,2}", "\\w+@\\w+\\.(com|org)", "^[a-c]+b$", "(a|b)(c|d)?", "[\\s\\d]+e", ".{2}a"};
+  const std::string alphabet = "abcdxyz0129-.@ _\nfoqrmg";
+  std::mt19937 rng(7);
+  for (const char* p : patterns) {
+    auto g = regex_to_gbnf(p);
+    ASSERT_TRUE(g.ok()) << p << ": " << g.error();
+    auto m = compile(*g);
+    ASSERT_TRUE(m);
+    const std::regex re(p, std::regex::ECMAScript);
+    int matched = 0;
+    for (int i = 0; i < 3000; ++i) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 9);
+      for (int k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+      if (i % 3 == 0) s = random_walk(*m, rng, 30);  // many strings in the language too
+      // std::regex matches bytes, not code points: compare on ASCII strings only; and its
+      // ECMAScript `.` also excludes \r (ours, like Python's, only \n).
+      if (std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80 || c == '\r'; })) continue;
+      const bool want = std::regex_match(s, re);
+      matched += want;
+      EXPECT_EQ(accepts(*m, s), want) << "pattern " << p << " on \"" << s << "\"";
+    }
+    EXPECT_GT(matched, 10) << p;
+  }
+}
+
+TEST(RegexTest, RefusesUnsupportedConstructsByName) {
+  for (auto [p, word] : std::vector<std::pair<const char*, const char*>>{
+           {"(a)\\1", "back-references"}, {"a(?=b)", "lookaround"}, {"\\bfoo", "word boundaries"},
+           {"a^b", "anchors"}, {"(ab", "missing ')'"}, {"[a-", "unterminated"}, {"*a", "nothing to repeat"},
+           {"a{2,x}", "invalid repetition"}, {"ab)", "unbalanced"}}) {
+    auto r = regex_to_gbnf(p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_NE(r.error().find(word), std::string::npos) << p << ": " << r.error();
+  }
+}
+
+namespace {
+
+/// A minimal validator for the schemas of this test (the integration test uses ajv).
+bool valid(const json& v, const json& s, const json& root) {
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"];
+    return valid(v, r == "#" ? root : root["$defs"][r.substr(8)], root);
+  }
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) return std::find(s["enum"].begin(), s["enum"].end(), v) != s["enum"].end();
+  if (s.contains("anyOf")) {
+    for (const auto& sub : s["anyOf"])
+      if (valid(v, sub, root)) return true;
+    return false;
+  }
+  if (!s.contains("type")) return true;
+  if (s["type"].is_array()) {
+    for (const auto& t : s["type"]) {
+      json one = s;
+      one["type"] = t;
+      if (valid(v, one, root)) return true;
+    }
+    return false;
+  }
+  const std::string t = s["type"];
+  if (t == "string") {
+    if (!v.is_string()) return false;
+    size_t chars = 0;
+    for (unsigned char c : v.get<std::string>()) chars += (c & 0xC0) != 0x80;
+    if (s.contains("minLength") && chars < s["minLength"].get<size_t>()) return false;
+    if (s.contains("maxLength") && chars > s["maxLength"].get<size_t>()) return false;
+    if (s.contains("pattern") && !std::regex_search(v.get<std::string>(), std::regex(s["pattern"].get<std::string>()))) return false;
+    return true;
+  }
+  if (t == "integer") return v.is_number_integer();
+  if (t == "number") return v.is_number();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "null") return v.is_null();
+  if (t == "array") {
+    if (!v.is_array()) return false;
+    if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
+    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+    for (const auto& x : v)
+      if (s.contains("items") && !valid(x, s["items"], root)) return false;
+    return true;
+  }
+  if (!v.is_object()) return false;
+  for (const auto& r : s.value("required", json::array()))
+    if (!v.contains(r.get<std::string>())) return false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!s.contains("properties") || !s["properties"].contains(it.key())) {
+      if (s.value("additionalProperties", json(true)) == json(false)) return false;
+      continue;
+    }
+    if (!valid(it.value(), s["properties"][it.key()], root)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(JsonSchemaTest, RandomSentencesParseAndValidate) {
+  const json schemas[] = {
+      json::parse(R"({"type":"object","properties":{"name":{"type":"string","maxLength":5},"age":{"type":"integer"},
+        "tags":{"type":"array","items":{"enum":["a","b",3,null]},"minItems":1,"maxItems":3},"ok":{"type":"boolean"}},
+        "required":["name","age"],"additionalProperties":false})"),
+      json::parse(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"number"},"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},
+        "required":["v","next"]}},"$ref":"#/$defs/node"})"),
+      json::parse(R"({"type":"object","properties":{"a":{"const":"x\"y"},"b":{"type":["string","null"],"pattern":"^[a-c]{2}\\d$"},
+        "c":{"type":"object","properties":{"d":{"type":"string","minLength":2,"maxLength":3}}}}})"),
+      json::parse(R"({"type":"array","items":{"type":"object","additionalProperties":{"type":"integer"}},"maxItems":2})"),
+      json::parse(R"({"anyOf":[{"type":"string","format":"uuid"},{"type":"array","items":{},"minItems":2}]})"),
+  };
+  std::mt19937 rng(3);
+  for (const json& s : schemas) {
+    auto g = json_schema_to_gbnf(s);
+    ASSERT_TRUE(g.ok()) << g.error();
+    auto m = compile(*g);
+    ASSERT_TRUE(m);
+    int done = 0;
+    for (int i = 0; i < 200; ++i) {
+      const std::string out = random_walk(*m, rng);
+      if (out.empty()) continue;
+      ++done;
+      json v;
+      ASSERT_NO_THROW(v = json::parse(out)) << out;
+      EXPECT_TRUE(valid(v, s, s)) << s.dump() << "\n" << out;
+    }
+    EXPECT_GT(done, 50) << s.dump();
+  }
+}
+
+TEST(JsonSchemaTest, RefusesWhatItCannotEnforceNamingTheKeyword) {
+  for (auto [s, word] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"type":"integer","minimum":3})", "'minimum' at /"},
+           {R"({"type":"object","properties":{"a":{"oneOf":[{"type":"string"}]}}})", "'oneOf' at /properties/a"},
+           {R"({"type":"string","format":"email"})", "format"},
+           {R"({"$ref":"http://x/y"})", "$ref"},
+           {R"({"type":"thing"})", "unknown type 'thing'"},
+           {R"({"type":"array","items":{"not":{}}})", "'not' at /items"},
+           {R"({"type":"object","required":["a"]})", "required property 'a'"},
+           {R"({"type":"string","pattern":"(a"})", "invalid 'pattern'"}}) {
+    auto r = json_schema_to_gbnf(json::parse(s));
+    ASSERT_FALSE(r.ok()) << s;
+    EXPECT_NE(r.error().find(word), std::string::npos) << s << ": " << r.error();
+  }
+}
+
+TEST(ChoiceTest, ExactlyTheChoices) {
+  auto m = compile(choice_gbnf({"yes", "no", "maybe \"so\""}));
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(accepts(*m, "yes"));
+  EXPECT_TRUE(accepts(*m, "maybe \"so\""));
+  EXPECT_FALSE(accepts(*m, "ye"));
+  EXPECT_FALSE(accepts(*m, "yesno"));
+}
+
+TEST(MaskTest, TrieMaskEqualsBruteForceOverEveryToken) {
+  // A vocabulary with shared prefixes, multi-byte pieces, pieces that straddle grammar
+  // element boundaries, partial UTF-8, empty pieces and an EOG id, plus ids without a piece.
+  std::mt19937 rng(11);
+  const std::string chars = "{}[]\":, abn01-9eu\\t\xCE\xB1\xE2\x82\xAC";
+  std::vector<std::string> pieces = {"", "{\"", "\":", "\"}", "true", "null", ", \"", "\xCE", "\xB1\"", "\\u00"};
+  while (pieces.size() < 3000) {
+    std::string p;
+    const int len = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < len; ++k) p += chars[rng() % chars.size()];
+    pieces.push_back(p);
+  }
+  const int32_t eog = 0;
+  auto vocab = std::make_shared<TokenVocab>(pieces, std::vector<int32_t>{eog}, 3010);
+  const json schema = json::parse(R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"string"}},
+     "b":{"enum":[true,null,"αβ"]},"c":{"type":"number"}},"required":["a"]})");
+  auto g = json_schema_to_gbnf(schema);
+  ASSERT_TRUE(g.ok());
+  auto m = compile(*g, vocab);
+  ASSERT_TRUE(m);
+  int checked_states = 0;
+  for (int walk = 0; walk < 40; ++walk) {
+    int32_t st = m->initial_state();
+    for (int step = 0; step < 30 && st >= 0; ++step) {
+      const uint32_t* mask = m->mask(st);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab->n_vocab; ++id) {
+        // Brute force: feed the token's bytes one by one.
+        bool want;
+        if (id == eog) want = m->accepting(st);
+        else if (id >= static_cast<int32_t>(pieces.size()) || pieces[id].empty()) want = false;
+        else {
+          int32_t s = st;
+          for (char c : pieces[id]) s = s < 0 ? s : m->advance_byte(s, static_cast<uint8_t>(c));
+          want = s >= 0;
+        }
+        const bool got = (mask[id >> 5] >> (id & 31)) & 1;
+        ASSERT_EQ(got, want) << "token " << id << " '" << (id < 3000 ? pieces[id] : "") << "' at step " << step;
+        if (got) allowed.push_back(id);
+      }
+      ++checked_states;
+      if (allowed.empty()) break;
+      const int32_t tok = allowed[rng() % allowed.size()];
+      if (tok == eog) break;
+      st = m->advance_token(st, tok);
+      ASSERT_GE(st, 0);
+    }
+  }
+  EXPECT_GT(checked_states, 200);
+}
