@@ -13,6 +13,7 @@ void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
   for (const auto& s : in.stop) out->add_stop(s);
   out->set_top_logprobs(in.top_logprobs);
   out->set_ignore_eos(in.ignore_eos);
+  out->set_grammar(in.grammar);
 }
 
 engine::SamplingParams from_proto(const SamplingParams& in) {
@@ -25,6 +26,7 @@ engine::SamplingParams from_proto(const SamplingParams& in) {
   p.stop.assign(in.stop().begin(), in.stop().end());
   p.top_logprobs = in.top_logprobs();
   p.ignore_eos = in.ignore_eos();
+  p.grammar = in.grammar();
   return p;
 }
 

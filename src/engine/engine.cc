@@ -77,6 +77,20 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
                          std::to_string(blocks) + " blocks) but the pool has only " +
                          std::to_string(kv_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
+  std::shared_ptr<grammar::GrammarMatcher> matcher;
+  int32_t grammar_state = 0;
+  if (!params.grammar.empty()) {
+    auto m = grammars_.get(params.grammar);
+    if (!m.ok()) return m.status();
+    matcher = *m;
+    grammar_state = matcher->initial_state();
+    // A resume: the tokens already sent were produced under the grammar.
+    for (size_t i = opts.original_prompt_len > 0 ? opts.original_prompt_len : prompt.size(); i < prompt.size(); ++i) {
+      grammar_state = matcher->advance_token(grammar_state, prompt[i]);
+      if (grammar_state < 0) return Status::InvalidArgument("the resumed tokens do not match the request's grammar");
+    }
+  }
+
   const double now = now_seconds();
   auto group = std::make_shared<RequestGroup>();
   group->n = group->unfinished = opts.n;
@@ -102,6 +116,8 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   if (opts.original_prompt_len > 0 && params.temperature > 0.f)
     seq->rng.discard(static_cast<unsigned long long>(seq->prompt_len - opts.original_prompt_len));
   seq->kv_sink = opts.kv_sink;
+  seq->matcher = std::move(matcher);
+  seq->grammar_state = grammar_state;
   if (seq->kv_sink) seq->sink_sent.assign(model_->config().n_layer, seq->kv_sink->skip_blocks());
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -232,6 +248,14 @@ void EngineImpl::reap() {
 bool EngineImpl::process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob) {
   if (s.group->first_token_time < 0) s.group->first_token_time = now_seconds();
   StreamDelta d;
+  if (s.matcher) {
+    s.grammar_state = s.matcher->advance_token(s.grammar_state, token);
+    if (s.grammar_state < 0) {  // e.g. a first token from a prefill worker that did not constrain
+      d.error = "token " + std::to_string(token) + " does not match the request's grammar";
+      finish(&s, FinishReason::Error, std::move(d));
+      return true;
+    }
+  }
   s.tokens.push_back(token);
   const FinishReason reason = s.output.add_token(token, std::move(logprob), d);
   d.prompt_tokens = s.prompt_len;
@@ -260,12 +284,23 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     sib->num_computed = parent.prompt_len;
     Sequence* raw = sib.get();
     sched_.add_running(std::move(sib));
-    const int n_vocab = model_->config().n_vocab;
-    const int32_t tok = sample_token(logits, n_vocab, raw->params, raw->rng);
-    process_token(*raw, tok, raw->params.top_logprobs >= 0
-                                 ? std::optional<TokenLogprob>(token_logprobs(logits, n_vocab, tok, raw->params.top_logprobs))
-                                 : std::nullopt);
+    sample_next(*raw, logits);
   }
+}
+
+void EngineImpl::sample_next(Sequence& s, const float* logits) {
+  const int n_vocab = model_->config().n_vocab;
+  const uint32_t* allowed = s.matcher ? s.matcher->mask(s.grammar_state) : nullptr;
+  const int32_t tok = sample_token(logits, n_vocab, s.params, s.rng, allowed);
+  if (tok < 0) {
+    StreamDelta d;
+    d.error = "the grammar allows no token of the vocabulary here";
+    finish(&s, FinishReason::Error, std::move(d));
+    return;
+  }
+  process_token(s, tok, s.params.top_logprobs >= 0
+                            ? std::optional<TokenLogprob>(token_logprobs(logits, n_vocab, tok, s.params.top_logprobs))
+                            : std::nullopt);
 }
 
 bool EngineImpl::step() {
@@ -310,10 +345,7 @@ bool EngineImpl::step() {
     if (!p.needs_logits) continue;
     const float* l = logits + row++ * n_vocab;
     if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, l);
-    const int32_t tok = sample_token(l, n_vocab, s.params, s.rng);
-    process_token(s, tok, s.params.top_logprobs >= 0
-                              ? std::optional<TokenLogprob>(token_logprobs(l, n_vocab, tok, s.params.top_logprobs))
-                              : std::nullopt);
+    sample_next(s, l);
   }
   return true;
 }

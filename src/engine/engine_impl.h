@@ -14,6 +14,7 @@
 
 #include "base/auto_reset_event.h"
 #include "engine/engine.h"
+#include "engine/grammar_cache.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
@@ -47,7 +48,8 @@ class EngineImpl final : public Engine {
              const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
-        blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))) {
+        blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))),
+        grammars_(*tok_, model_->config().n_vocab) {
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }
@@ -91,6 +93,9 @@ class EngineImpl final : public Engine {
   /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives
   /// each its first token sampled from `logits`.
   void fork_choices(Sequence& parent, const float* logits);
+  /// Samples `s`'s next token from `logits` (only tokens its grammar allows) and
+  /// processes it; a grammar that allows no token ends the sequence with an error.
+  void sample_next(Sequence& s, const float* logits);
   /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
   bool process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob);
   void finish(Sequence* s, FinishReason reason, StreamDelta delta);
@@ -105,6 +110,7 @@ class EngineImpl final : public Engine {
   kv::KvCacheManager kv_;  // engine thread only (blocks_: transfers, on handed-over blocks)
   Scheduler sched_;  // engine thread only
   CacheBlockAccess blocks_;
+  GrammarCache grammars_;
   EngineMetrics metrics_;
   std::mutex remote_mu_;
   std::condition_variable remote_idle_;              // remote_inflight_ reached 0

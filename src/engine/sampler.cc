@@ -22,10 +22,28 @@ double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11)
 
 }  // namespace
 
-int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng) {
-  if (p.temperature <= 0.f) return argmax(logits, n_vocab);
-  std::vector<int32_t> ids(n_vocab);
-  std::iota(ids.begin(), ids.end(), 0);
+int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
+                     const uint32_t* allowed) {
+  std::vector<int32_t> ids;
+  if (allowed) {
+    for (int w = 0; w < (n_vocab + 31) / 32; ++w)
+      for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+        const int id = w * 32 + __builtin_ctz(bits);
+        if (id < n_vocab) ids.push_back(id);
+      }
+    if (ids.empty()) return -1;
+    if (p.temperature <= 0.f) {
+      int32_t best = ids[0];
+      for (int32_t id : ids)
+        if (logits[id] > logits[best]) best = id;
+      return best;
+    }
+    n_vocab = static_cast<int>(ids.size());  // from here on: the number of candidates
+  } else {
+    if (p.temperature <= 0.f) return argmax(logits, n_vocab);
+    ids.resize(n_vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+  }
   auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   int k = n_vocab;
   if (p.top_k > 0 && p.top_k < n_vocab) {

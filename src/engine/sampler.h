@@ -15,7 +15,12 @@ namespace pdserve::engine {
 /// ties). Otherwise: keep the top_k most likely (if top_k > 0), softmax at `temperature`,
 /// keep the smallest set whose mass reaches top_p, draw with `rng`. Deterministic for a
 /// given rng state and logits, so a seeded request is reproducible in any batch.
-int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng);
+/// `allowed` (optional): a bitmap of n_vocab bits (bit id % 32 of word id / 32, as
+/// grammar::GrammarMatcher::mask); only those tokens are candidates — top_k, top_p and
+/// the softmax apply to the allowed tokens' logits. Returns -1 when nothing is allowed.
+/// Without `allowed` the result is exactly what it was before masks existed.
+int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
+                     const uint32_t* allowed = nullptr);
 
 /// Log-probability of `token` and the `n` most likely tokens (best first, ties by lower
 /// id) under the raw distribution log_softmax(logits).

@@ -19,6 +19,10 @@ struct SamplingParams {
   std::vector<std::string> stop;  // stop strings, matched on text across token boundaries
   int top_logprobs = -1;        // -1 ⇒ no logprobs; 0..5 ⇒ sampled token's + N alternatives
   bool ignore_eos = false;      // generate past EOS until max_tokens
+  /// Structured output: a GBNF grammar (grammar/grammar.h) the output must match; every
+  /// structured-output request field is compiled to one by the API layer. Empty ⇒
+  /// unconstrained. Travels to decode and prefill workers with the other fields.
+  std::string grammar;
 
   /// The parameters of choice `k` (0-based) of a request with n > 1 choices: a given seed
   /// becomes seed + k, so each choice is reproducible and differs from its siblings.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/kv_transfer.h"
+#include "grammar/matcher.h"
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
@@ -61,6 +62,8 @@ struct Sequence {
     c->cache_salt = cache_salt;
     c->cached_tokens = cached_tokens;
     c->role_prompt_len = role_prompt_len;
+    c->matcher = matcher;
+    c->grammar_state = matcher ? matcher->initial_state() : 0;
     return c;
   }
 
@@ -80,6 +83,11 @@ struct Sequence {
   std::mt19937_64 rng;
   OutputProcessor output;     // generated tokens ▸ stream deltas
   int num_preemptions = 0;
+
+  // Structured output: the request's grammar (shared) and this choice's state in it,
+  // advanced by every token appended (null: unconstrained).
+  std::shared_ptr<grammar::GrammarMatcher> matcher;
+  int32_t grammar_state = 0;
 
   // Prefix cache state.
   std::string cache_salt;                    // the prefix-cache namespace; passed on to a prefill worker

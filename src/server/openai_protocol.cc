@@ -1,6 +1,8 @@
 #include <cstdio>
 #include "server/openai_protocol.h"
 
+#include "server/structured_output.h"
+
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -336,6 +338,7 @@ std::optional<ApiError> parse_completion_fields(const json& obj, GenerationReque
   if (best_of && *best_of != r.n) {
     return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
   }
+  PDS_TRY(parse_structured_output(obj, r.params));
   if (r.num_choices() > kMaxChoices) {
     return bad_request("Too many choices: the number of prompts times n must be at most " +
                            std::to_string(kMaxChoices) + ".",
@@ -444,15 +447,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
       return unsupported("functions", "'functions' are not supported by this server.");
     }
   }
-  if (const json* rf = field(obj, "response_format")) {
-    if (!rf->is_object()) return type_error("response_format", "an object", *rf);
-    const json* t = field(*rf, "type");
-    if (t && !(t->is_string() && t->get_ref<const std::string&>() == "text")) {
-      return unsupported("response_format", "response_format type " + dump_json(*t) +
-                                                " is not supported by this server; only 'text' is.");
-    }
-  }
-  return std::nullopt;
+  return parse_structured_output(obj, r.params);
 }
 
 template <typename Fn>

@@ -1,0 +1,107 @@
+// Structured-output request fields (server/structured_output.h) through the request
+// parsers: every accepted form yields the grammar of its constraint (checked by the
+// strings that grammar accepts), and bad input gets a 400 naming the field.
+#include <gtest/gtest.h>
+
+#include "grammar/matcher.h"
+#include "server/openai_protocol.h"
+
+using namespace pdserve;
+using server::json;
+
+namespace {
+
+json chat_body(json extra) {
+  json b = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) b[it.key()] = it.value();
+  return b;
+}
+
+/// Whether the request's grammar accepts `text` exactly.
+bool accepts(const std::string& gbnf, const std::string& text) {
+  auto g = grammar::parse_gbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.error();
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  grammar::GrammarMatcher m(std::move(*g), std::make_shared<grammar::TokenVocab>(pieces, std::vector<int32_t>{}, 256));
+  int32_t s = m.initial_state();
+  for (char c : text) s = m.advance_byte(s, static_cast<uint8_t>(c));
+  return m.accepting(s);
+}
+
+void expect_error(const server::ParsedRequest& p, const std::string& param, const std::string& msg) {
+  ASSERT_FALSE(p.ok()) << "expected an error mentioning '" << msg << "'";
+  EXPECT_EQ(p.error->status, 400);
+  ASSERT_TRUE(p.error->param.has_value()) << p.error->message;
+  EXPECT_EQ(*p.error->param, param) << p.error->message;
+  EXPECT_NE(p.error->message.find(msg), std::string::npos) << p.error->message;
+}
+
+const json kSchema = {{"type", "object"},
+                      {"properties", {{"x", {{"type", "integer"}}}}},
+                      {"required", {"x"}},
+                      {"additionalProperties", false}};
+
+}  // namespace
+
+TEST(StructuredOutputTest, EveryFormYieldsItsConstraint) {
+  struct Case {
+    json fields;
+    std::string yes, no;
+  };
+  const std::vector<Case> cases = {
+      {{{"response_format", {{"type", "json_object"}}}}, R"({"a": [1, "b"]})", "[1]"},
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", kSchema}, {"strict", true}}}}}},
+       R"({"x": 12})", R"({"x": "12"})"},
+      {{{"response_format", {{"type", "json_object"}, {"schema", kSchema}}}}, R"({"x":1})", R"({"y":1})"},
+      {{{"structured_outputs", {{"json", kSchema}}}}, R"({"x":-3})", R"({})"},
+      {{{"structured_outputs", {{"json", kSchema.dump()}}}}, R"({"x":-3})", R"({})"},
+      {{{"structured_outputs", {{"regex", "[a-c]{3}\\d"}}}}, "abc7", "abcd"},
+      {{{"structured_outputs", {{"choice", {"red", "green"}}}}}, "green", "blue"},
+      {{{"structured_outputs", {{"grammar", "root ::= \"x\"+"}}}}, "xxx", "xy"},
+      {{{"guided_json", kSchema}}, R"({"x":0})", R"({"x":01})"},
+      {{{"guided_regex", "(ab)+"}}, "abab", "aba"},
+      {{{"guided_choice", {"A", "B"}}}, "B", "AB"},
+      {{{"guided_grammar", "root ::= [0-9]"}}, "5", "55"},
+      {{{"grammar", "root ::= \"yes\" | \"no\""}}, "no", "maybe"},
+      {{{"json_schema", kSchema}}, R"({"x":5})", R"({"x":5,"y":1})"},
+  };
+  for (const Case& c : cases) {
+    for (bool chat : {true, false}) {
+      json body = chat_body(c.fields);
+      if (!chat) {
+        body.erase("messages");
+        body["prompt"] = "p";
+      }
+      auto p = chat ? server::parse_chat_json(body) : server::parse_completion_json(body);
+      ASSERT_TRUE(p.ok()) << c.fields.dump() << ": " << p.error->message;
+      const std::string& g = p.request.params.grammar;
+      ASSERT_FALSE(g.empty()) << c.fields.dump();
+      EXPECT_TRUE(accepts(g, c.yes)) << c.fields.dump() << " should accept " << c.yes;
+      EXPECT_FALSE(accepts(g, c.no)) << c.fields.dump() << " should refuse " << c.no;
+    }
+  }
+  auto text = server::parse_chat_json(chat_body({{"response_format", {{"type", "text"}}}}));
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(text.request.params.grammar.empty());
+}
+
+TEST(StructuredOutputTest, BadInputNamesTheFieldAndProblem) {
+  auto chat = [](json f) { return server::parse_chat_json(chat_body(std::move(f))); };
+  expect_error(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"},
+                {"schema", {{"type", "object"}, {"properties", {{"a", {{"oneOf", json::array({{{"type", "string"}}})}}}}}}}}}}}}),
+               "response_format.json_schema.schema", "unsupported keyword 'oneOf' at /properties/a");
+  auto unsup = chat({{"guided_json", {{"type", "string"}, {"format", "email"}}}});
+  expect_error(unsup, "guided_json", "format");
+  expect_error(chat({{"response_format", {{"type", "xml"}}}}), "response_format.type", "'xml'");
+  expect_error(chat({{"response_format", {{"type", "json_schema"}}}}), "response_format.json_schema", "missing");
+  expect_error(chat({{"guided_regex", "a(?=b)"}}), "guided_regex", "lookaround");
+  expect_error(chat({{"structured_outputs", {{"regex", "(ab"}}}}), "structured_outputs.regex", "missing ')'");
+  expect_error(chat({{"grammar", "root ::= \"a\"\nfoo ::= bar\n"}}), "grammar", "undefined rule 'bar'");
+  expect_error(chat({{"guided_grammar", "root ::= (\"a\""}}), "guided_grammar", "line 1");
+  expect_error(chat({{"guided_choice", json::array()}}), "guided_choice", "non-empty array");
+  expect_error(chat({{"guided_json", "{not json"}}), "guided_json", "does not parse");
+  expect_error(chat({{"structured_outputs", {{"json", kSchema}, {"regex", "a"}}}}), "structured_outputs", "only one");
+  expect_error(chat({{"structured_outputs", {{"xml", "a"}}}}), "structured_outputs.xml", "unknown");
+  expect_error(chat({{"guided_regex", "a"}, {"grammar", "root ::= \"a\""}}), "grammar", "Only one");
+}
