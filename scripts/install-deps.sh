@@ -36,8 +36,10 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 
 # The official OpenAI Node.js client, for tests/clients (from the npm registry, pinned by
-# tests/clients/package-lock.json).
+# tests/clients/package-lock.json), with ajv (JSON Schema validator) and zod for the
+# structured-output tests.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-if [ ! -d "$ROOT/tests/clients/node_modules/openai" ]; then
+if [ ! -d "$ROOT/tests/clients/node_modules/openai" ] || [ ! -d "$ROOT/tests/clients/node_modules/ajv" ] ||
+   [ ! -d "$ROOT/tests/clients/node_modules/zod" ]; then
   (cd "$ROOT/tests/clients" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -108,6 +108,15 @@ class Converter {
       return true;
     }
     if (!s.is_object()) return fail("a schema must be an object or a boolean at " + at);
+    if (s.contains("nullable")) {  // OpenAPI 3.0 (zod / openai helpers emit it): also null
+      if (!s["nullable"].is_boolean()) return fail("'nullable' must be a boolean at " + at);
+      json rest = s;
+      rest.erase("nullable");
+      std::string sub;
+      if (!visit(rest, at, sub)) return false;
+      out = s["nullable"].get<bool>() ? "(" + sub + " | json-null)" : sub;
+      return true;
+    }
     if (s.contains("$ref")) {
       if (!s["$ref"].is_string()) return fail("'$ref' must be a string at " + at);
       if (!check_keywords(s, at, {"$ref"})) return false;

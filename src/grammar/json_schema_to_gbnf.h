@@ -6,7 +6,7 @@
 // true, or a schema for objects without properties), enum, const, items, minItems,
 // maxItems, anyOf, $ref to #, #/$defs/NAME or #/definitions/NAME (recursion allowed),
 // $defs/definitions, minLength, maxLength, pattern (regex_to_gbnf.h's subset), format
-// "uuid"; the empty schema / true means any JSON value. Properties are produced in key
+// "uuid", nullable (OpenAPI 3.0); the empty schema / true means any JSON value. Properties are produced in key
 // order (nlohmann::json sorts object keys); optional ones may be left out. Annotations (title,
 // description, default, examples, $schema, $id, $comment, deprecated, readOnly,
 // writeOnly, strict) are ignored. Refused (InvalidArgument naming the keyword): every

@@ -1,0 +1,308 @@
+// Structured output through the official OpenAI Node.js client, on random-weight models
+// (garbage when unconstrained): 200 generated JSON schemas (nested objects, arrays with
+// min/maxItems, enums, const, anyOf, $ref/$defs) × greedy and seeded sampling; every
+// finish_reason "stop" output parses and validates with ajv; streamed == non-streamed,
+// batched (concurrent) == alone, PD (router ▸ decode ▸ prefill) == monolithic; regex,
+// choice and GBNF likewise; chat.completions.parse with a JSON schema and a zod schema;
+// a refused schema ⇒ 400 naming the field.
+// Run by ctest (`node --test tests/clients`) from the repo root; PDSERVE_BIN names the binary.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
+import Ajv from 'ajv';
+
+const BIN = process.env.PDSERVE_BIN ?? 'build/pdserve';
+const QWEN = '../shared/models/synth-qwen2-small-q8_0.gguf';  // byte-level BPE, 50,257 tokens
+const STORIES = '../shared/models/stories260K.gguf';          // SentencePiece, 512 tokens
+const procs = [];
+let qwen, stories, pd;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function waitHealthy(base) {
+  for (let i = 0; i < 600; i++) {
+    try {
+      const r = await fetch(`${base}/health`);
+      if (r.ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${base} did not become healthy`);
+}
+
+function start(args) {
+  const extra = args[0] === 'router' ? [] : ['--threads', '1'];
+  const p = spawn(BIN, [...args, '--log-level', 'warn', ...extra], { stdio: ['ignore', 'inherit', 'inherit'] });
+  procs.push(p);
+  return p;
+}
+
+async function serve(model) {
+  const port = await freePort();
+  start(['serve', '--model', model, '--port', String(port)]);
+  const base = `http://127.0.0.1:${port}`;
+  await waitHealthy(base);
+  return new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+}
+
+before(async () => {
+  [qwen, stories] = await Promise.all([serve(QWEN), serve(STORIES)]);
+  // A disaggregated cluster on the same model: every prompt is prefilled remotely, so
+  // the prefill worker samples the first token under the grammar and the decode worker
+  // the rest.
+  const [pp, dp, rp] = await Promise.all([freePort(), freePort(), freePort()]);
+  start(['prefill', '--model', QWEN, '--port', String(pp)]);
+  start(['decode', '--model', QWEN, '--port', String(dp), '--prefill', `127.0.0.1:${pp}`, '--remote-prefill-threshold', '0']);
+  start(['router', '--model', QWEN, '--port', String(rp), '--decode', `127.0.0.1:${dp}`]);
+  await waitHealthy(`http://127.0.0.1:${rp}`);
+  pd = new OpenAI({ baseURL: `http://127.0.0.1:${rp}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+after(() => {
+  for (const p of procs) p.kill('SIGTERM');
+});
+
+// ---- random schemas (seeded) --------------------------------------------------------
+
+function prng(seed) {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 4294967296;
+  };
+}
+
+function genSchema(seed) {
+  const r = prng(seed * 7919 + 1);
+  const pick = (a) => a[Math.floor(r() * a.length)];
+  const defs = {};
+  const names = ['id', 'name', 'tags', 'ok', 'n', 'kind', 'items', 'meta', 'x', 'y'];
+  const gen = (depth) => {
+    const kinds = depth >= 3 ? ['integer', 'boolean', 'enum', 'string', 'null', 'const', 'number']
+                             : ['integer', 'boolean', 'enum', 'string', 'const', 'object', 'object', 'array', 'array', 'anyOf', 'ref'];
+    switch (pick(kinds)) {
+      case 'integer': return { type: 'integer' };
+      case 'number': return { type: 'number' };
+      case 'boolean': return { type: 'boolean' };
+      case 'null': return { type: 'null' };
+      case 'string': return { type: 'string', maxLength: 1 + Math.floor(r() * 4) };
+      case 'enum': return { enum: [pick(['a', 'bc', 'd e']), pick([1, 2.5, -3]), pick([null, true, 'z'])] };
+      case 'const': return { const: pick(['a', 7, true, null, 'q"r']) };
+      case 'object': return genObject(depth + 1);
+      case 'array': {
+        const min = Math.floor(r() * 2);
+        return { type: 'array', items: gen(depth + 1), minItems: min, maxItems: min + Math.floor(r() * 3) };
+      }
+      case 'anyOf': return { anyOf: [gen(depth + 1), gen(depth + 1)] };
+      case 'ref': {
+        const name = `d${Object.keys(defs).length}`;
+        defs[name] = {};
+        defs[name] = gen(depth + 1);
+        return { $ref: `#/$defs/${name}` };
+      }
+    }
+  };
+  const genObject = (depth) => {
+    const n = 1 + Math.floor(r() * 3);
+    const properties = {};
+    const required = [];
+    for (let i = 0; i < n; i++) {
+      const k = pick(names);
+      properties[k] = gen(depth);
+      if (r() < 0.7 && !required.includes(k)) required.push(k);
+    }
+    return { type: 'object', properties, required, additionalProperties: false };
+  };
+  const root = genObject(0);
+  if (Object.keys(defs).length) root.$defs = defs;
+  return root;
+}
+
+const ajv = new Ajv({ strict: false });
+
+function chatParams(schema, i, sampled, model) {
+  return {
+    model,
+    messages: [{ role: 'user', content: `Give me record ${i}` }],
+    max_tokens: 40,
+    temperature: sampled ? 0.9 : 0,
+    ...(sampled ? { seed: 1000 + i } : {}),
+    response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema, strict: true } },
+  };
+}
+
+async function streamed(client, params) {
+  const s = await client.chat.completions.create({ ...params, stream: true });
+  let text = '';
+  let finish = null;
+  for await (const c of s) {
+    text += c.choices[0]?.delta?.content ?? '';
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  return { text, finish };
+}
+
+/// Runs `fn` over `items` with at most `k` in flight (so requests share batches).
+async function pool(items, k, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: k }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i], i);
+    }
+  }));
+  return out;
+}
+
+function checkValid(schema, res, what) {
+  const c = res.choices[0];
+  if (c.finish_reason !== 'stop') {
+    assert.equal(c.finish_reason, 'length', what);
+    return false;
+  }
+  let v;
+  assert.doesNotThrow(() => { v = JSON.parse(c.message.content); }, `${what}: ${c.message.content}`);
+  const validate = ajv.compile(schema);
+  assert.ok(validate(v), `${what}: ${c.message.content} vs ${JSON.stringify(schema)}: ${ajv.errorsText(validate.errors)}`);
+  return true;
+}
+
+test('200 generated JSON schemas: outputs validate; batched == alone, streamed == non-streamed, PD == monolithic', async () => {
+  const cases = [];
+  for (let i = 0; i < 200; i++) for (const sampled of [false, true]) cases.push({ i, sampled, schema: genSchema(i) });
+  // Batched: many requests in flight at once.
+  const batched = await pool(cases, 16, (c) => qwen.chat.completions.create(chatParams(c.schema, c.i, c.sampled, 'synth-qwen2-small-q8_0')));
+  let stops = 0;
+  cases.forEach((c, k) => { stops += checkValid(c.schema, batched[k], `schema ${c.i} sampled=${c.sampled}`); });
+  assert.ok(stops > 200, `only ${stops} of ${cases.length} outputs finished with stop`);
+  // Alone, streamed and through PD, on a subset (each a full rerun).
+  for (let k = 0; k < cases.length; k += 10) {
+    const c = cases[k];
+    const p = chatParams(c.schema, c.i, c.sampled, 'synth-qwen2-small-q8_0');
+    const alone = await qwen.chat.completions.create(p);
+    assert.equal(alone.choices[0].message.content, batched[k].choices[0].message.content, `alone vs batched, case ${k}`);
+    const s = await streamed(qwen, p);
+    assert.equal(s.text, alone.choices[0].message.content, `streamed vs not, case ${k}`);
+    assert.equal(s.finish, alone.choices[0].finish_reason);
+    const viaPd = await pd.chat.completions.create(p);
+    assert.equal(viaPd.choices[0].message.content, alone.choices[0].message.content, `PD vs monolithic, case ${k}`);
+    assert.equal(viaPd.choices[0].finish_reason, alone.choices[0].finish_reason);
+  }
+});
+
+test('the SentencePiece vocabulary (stories260K): outputs validate, n > 1 choices each valid', async () => {
+  let stops = 0;
+  for (let i = 0; i < 40; i++) {
+    const schema = genSchema(500 + i);
+    const res = await stories.chat.completions.create({ ...chatParams(schema, i, true, 'stories260K'), n: 3, max_tokens: 60 });
+    assert.equal(res.choices.length, 3);
+    for (const c of res.choices) stops += checkValid(schema, { choices: [c] }, `stories schema ${i}`);
+    // choice k of a seeded request is the one-choice request with seed + k
+    const one = await stories.chat.completions.create({ ...chatParams(schema, i, true, 'stories260K'), seed: 1000 + i + 2, max_tokens: 60 });
+    assert.equal(one.choices[0].message.content, res.choices[2].message.content);
+  }
+  assert.ok(stops > 40, `only ${stops} stops`);
+});
+
+test('regex, choice and GBNF constraints hold, greedy and sampled, streamed == not', async () => {
+  const regexes = ['[a-z]{2,5}-\\d{3}', '(yes|no|maybe)!?', '\\(\\d{3}\\) \\d{3}-\\d{4}', '[A-Z][a-z]* [A-Z][a-z]{0,4}\\.'];
+  for (const [client, model] of [[qwen, 'synth-qwen2-small-q8_0'], [stories, 'stories260K'], [pd, 'synth-qwen2-small-q8_0']]) {
+    for (let seed = 0; seed < 6; seed++) {
+      const sampling = seed === 0 ? { temperature: 0 } : { temperature: 1, seed };
+      for (const re of regexes) {
+        const p = { model, prompt: 'Answer:', max_tokens: 24, ...sampling, structured_outputs: { regex: re } };
+        const res = await client.completions.create(p);
+        if (res.choices[0].finish_reason === 'stop') assert.match(res.choices[0].text, new RegExp(`^(?:${re})$`));
+        const s = await client.completions.create({ ...p, stream: true });
+        let text = '';
+        for await (const c of s) text += c.choices[0]?.text ?? '';
+        assert.equal(text, res.choices[0].text);
+      }
+      const choices = ['red', 'green', 'blue sky', 'ünïcode ✓'];
+      const c = await client.completions.create({ model, prompt: 'Color:', max_tokens: 16, ...sampling, guided_choice: choices });
+      assert.equal(c.choices[0].finish_reason, 'stop');
+      assert.ok(choices.includes(c.choices[0].text), c.choices[0].text);
+      const g = await client.completions.create({
+        model, prompt: 'List:', max_tokens: 30, ...sampling,
+        grammar: 'root ::= item ("," item){0,3}\nitem ::= [0-9]{1,2} | "x"\n',
+      });
+      if (g.choices[0].finish_reason === 'stop') assert.match(g.choices[0].text, /^([0-9]{1,2}|x)(,([0-9]{1,2}|x)){0,3}$/);
+    }
+  }
+});
+
+test('chat.completions.parse with a JSON schema and with a zod schema', async () => {
+  const schema = {
+    type: 'object',
+    properties: { city: { type: 'string', maxLength: 3 }, rank: { type: 'integer' }, open: { type: 'boolean' } },
+    required: ['city', 'rank', 'open'],
+    additionalProperties: false,
+  };
+  // parse() throws LengthFinishReasonError for a cut output (finish_reason "length").
+  const parseOrCut = (p) => qwen.chat.completions.parse(p).catch((e) => {
+    if (e.constructor.name === 'LengthFinishReasonError') return null;
+    throw e;
+  });
+  let parsedJson = 0;
+  for (const seed of [1, 2, 3, 4]) {
+    const res = await parseOrCut({
+      model: 'synth-qwen2-small-q8_0',
+      messages: [{ role: 'user', content: 'A city?' }],
+      temperature: 1, seed, max_tokens: 40,
+      response_format: { type: 'json_schema', json_schema: { name: 'city', schema, strict: true } },
+    });
+    if (!res) continue;
+    parsedJson++;
+    const v = res.choices[0].message.parsed;
+    assert.equal(typeof v.city, 'string');
+    assert.ok(Number.isInteger(v.rank));
+    assert.equal(typeof v.open, 'boolean');
+  }
+  const Point = z.object({ label: z.enum(['a', 'b']), xs: z.array(z.number()).max(2), note: z.string().max(4).nullable() });
+  assert.ok(parsedJson > 0, 'no JSON-schema output finished');
+  let parsed = 0;
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const res = await parseOrCut({
+      model: 'synth-qwen2-small-q8_0',
+      messages: [{ role: 'user', content: 'A point?' }],
+      temperature: 1, seed, max_tokens: 40,
+      response_format: zodResponseFormat(Point, 'point'),
+    });
+    if (!res) continue;
+    assert.doesNotThrow(() => Point.parse(res.choices[0].message.parsed));
+    parsed++;
+  }
+  assert.ok(parsed > 0, 'no zod output finished');
+});
+
+test('a schema the engine cannot enforce gets a 400 naming the field', async () => {
+  await assert.rejects(
+    qwen.chat.completions.create({
+      model: 'synth-qwen2-small-q8_0', messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { a: { type: 'integer', minimum: 3 } } } } },
+    }),
+    (e) => e.status === 400 && e.param === 'response_format.json_schema.schema' && /minimum/.test(e.message),
+  );
+  await assert.rejects(
+    qwen.completions.create({ model: 'synth-qwen2-small-q8_0', prompt: 'x', guided_regex: 'a(?<=b)' }),
+    (e) => e.status === 400 && e.param === 'guided_regex',
+  );
+  await assert.rejects(
+    qwen.completions.create({ model: 'synth-qwen2-small-q8_0', prompt: 'x', grammar: 'root ::= "a"\nb ::= [x' }),
+    (e) => e.status === 400 && e.param === 'grammar' && /line 2/.test(e.message),
+  );
+});
