@@ -25,6 +25,15 @@ double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11)
 int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
                      const uint32_t* allowed) {
   std::vector<int32_t> ids;
+  if (allowed && p.temperature <= 0.f) {  // argmax over the allowed ids, lowest id on ties
+    int32_t best = -1;
+    for (int w = 0; w < (n_vocab + 31) / 32; ++w)
+      for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+        const int id = w * 32 + __builtin_ctz(bits);
+        if (id < n_vocab && (best < 0 || logits[id] > logits[best])) best = id;
+      }
+    return best;
+  }
   if (allowed) {
     for (int w = 0; w < (n_vocab + 31) / 32; ++w)
       for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
@@ -32,12 +41,6 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
         if (id < n_vocab) ids.push_back(id);
       }
     if (ids.empty()) return -1;
-    if (p.temperature <= 0.f) {
-      int32_t best = ids[0];
-      for (int32_t id : ids)
-        if (logits[id] > logits[best]) best = id;
-      return best;
-    }
     n_vocab = static_cast<int>(ids.size());  // from here on: the number of candidates
   } else {
     if (p.temperature <= 0.f) return argmax(logits, n_vocab);

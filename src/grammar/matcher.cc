@@ -164,6 +164,10 @@ int GrammarMatcher::num_states() {
 
 const uint32_t* GrammarMatcher::mask(int32_t state) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (state < 0) {  // dead: nothing is allowed
+    if (!dead_mask_) dead_mask_.reset(new uint32_t[mask_words()]());
+    return dead_mask_.get();
+  }
   if (states_[state].mask) return states_[state].mask.get();
   const int words = mask_words();
   std::unique_ptr<uint32_t[]> m(new uint32_t[words]());

@@ -62,7 +62,7 @@ class GrammarMatcher {
   int32_t advance_token(int32_t state, int32_t id);
   /// Whether the output so far is a complete sentence of the grammar.
   bool accepting(int32_t state);
-  /// Allowed-token bitmap for `state`: bit (id % 32) of word id / 32, n_vocab bits. The
+  /// Allowed-token bitmap for `state` (kDead: all zero): bit (id % 32) of word id / 32, n_vocab bits. The
   /// pointer stays valid for the matcher's lifetime.
   const uint32_t* mask(int32_t state);
   /// Words of a mask: (n_vocab + 31) / 32.
@@ -96,6 +96,7 @@ class GrammarMatcher {
   std::unordered_map<std::string, int32_t> state_ids_;
   std::unordered_set<uint64_t> visited_;  // expand(): pairs seen in the current step
   int32_t initial_ = kDead;
+  std::unique_ptr<uint32_t[]> dead_mask_;
 };
 
 }  // namespace pdserve::grammar
