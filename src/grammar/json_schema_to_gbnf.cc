@@ -37,14 +37,15 @@ std::string lit(const std::string& text) {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  Converter(const json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
-  Result<std::string> run() {
+  /// Rule `name` and its helper rules (named prefix + ...), without the shared ones.
+  Result<std::string> run(const std::string& name) {
     std::string top;
     if (!visit(root_, "/", top)) return Status::InvalidArgument(err_);
-    std::string out = "root ::= " + top + "\n";
-    for (auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-    return out + kPrimitives;
+    std::string out = name + " ::= " + top + "\n";
+    for (auto& [rule, body] : rules_) out += rule + " ::= " + body + "\n";
+    return out;
   }
 
  private:
@@ -54,7 +55,7 @@ class Converter {
   }
 
   std::string new_rule(const std::string& body) {
-    std::string name = "r" + std::to_string(rules_.size());
+    std::string name = prefix_ + "r" + std::to_string(rules_.size());
     rules_[name] = body;
     return name;
   }
@@ -90,7 +91,7 @@ class Converter {
       }
     }
     if (!target) return fail("unsupported or unresolvable $ref '" + r + "' at " + at + " (only #, #/$defs/NAME and #/definitions/NAME)");
-    const std::string name = "ref" + std::to_string(ref_rules_.size());
+    const std::string name = prefix_ + "ref" + std::to_string(ref_rules_.size());
     ref_rules_[r] = name;
     rules_[name] = "";  // reserved: recursion refers to it by name
     std::string body;
@@ -310,6 +311,7 @@ class Converter {
   }
 
   const json& root_;
+  std::string prefix_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
   std::string err_;
@@ -317,7 +319,17 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema) { return Converter(schema).run(); }
+Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema) {
+  auto r = Converter(schema, "").run("root");
+  if (!r.ok()) return r;
+  return *r + kPrimitives;
+}
+
+Result<std::string> json_schema_rules(const nlohmann::json& schema, const std::string& name) {
+  return Converter(schema, name + "-").run(name);
+}
+
+std::string json_primitives_gbnf() { return kPrimitives; }
 
 std::string json_object_gbnf() { return std::string("root ::= json-object\n") + kPrimitives; }
 

@@ -27,6 +27,12 @@ namespace pdserve::grammar {
 /// /properties/a".
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema);
 
+/// Composition (several schemas in one grammar, e.g. tool arguments): rule `name` for
+/// `schema` with helper rules prefixed by `name` + "-", referring to the shared rules of
+/// json_primitives_gbnf() (ws, json-string, json-value, ...), which the caller appends once.
+Result<std::string> json_schema_rules(const nlohmann::json& schema, const std::string& name);
+std::string json_primitives_gbnf();
+
 /// The grammar of any JSON object (response_format json_object).
 std::string json_object_gbnf();
 

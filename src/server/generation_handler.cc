@@ -130,10 +130,11 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
   }
   const GenerationRequest& r = f.request;
   const ResponseMeta meta = new_meta(r.endpoint);
-  const json body =
+  json body =
       r.endpoint == Endpoint::ChatCompletions
           ? chat_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn())
           : completion_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn());
+  if (r.tools.active()) apply_tool_calls(body);
   return {200, dump_json(body)};
 }
 
@@ -178,6 +179,7 @@ void GenerationHandler::respond_stream(const GenerationRequest& r,
   auto session = std::make_shared<StreamSession>(r.endpoint, new_meta(r.endpoint),
                                                  std::move(streams), r.want_logprobs(),
                                                  r.include_usage, piece_fn(), stopping_);
+  if (r.tools.active()) session->enable_tool_calls();
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

@@ -397,18 +397,19 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
     if (!role->is_string()) return type_error(pm + ".role", "a string", *role);
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
-    if (r == "tool" || r == "function") {
+    if (r == "function") {
       return unsupported(pm + ".role", "Messages with role '" + r +
-                                           "' are not supported by this server.");
+                                           "' are not supported by this server; use 'tool'.");
     }
-    if (r != "system" && r != "user" && r != "assistant") {
-      return value_error(pm + ".role", "one of 'system', 'developer', 'user', 'assistant'", *role);
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      return value_error(pm + ".role", "one of 'system', 'developer', 'user', 'assistant', 'tool'", *role);
     }
     tokenizer::ChatMessage msg;
     msg.role = r;
     auto it = m.find("content");
     if (it == m.end() || (it->is_null() && r != "assistant")) return missing(pm + ".content");
     PDS_TRY(parse_content(*it, pm + ".content", msg.content));
+    PDS_TRY(render_tool_message(m, pm, msg.role, msg.content));  // tool calls and results (tool_calls.h)
     out.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -438,16 +439,22 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
   }
   if (logprobs.value_or(false)) r.params.top_logprobs = static_cast<int>(top_logprobs.value_or(0));
 
-  if (const json* tools = field(obj, "tools")) {
-    if (!tools->is_array()) return type_error("tools", "an array", *tools);
-    if (!tools->empty()) return unsupported("tools", "'tools' are not supported by this server.");
-  }
   if (const json* fns = field(obj, "functions")) {
     if (!fns->is_array() || !fns->empty()) {
       return unsupported("functions", "'functions' are not supported by this server.");
     }
   }
-  return parse_structured_output(obj, r.params);
+  PDS_TRY(parse_structured_output(obj, r.params));
+  PDS_TRY(parse_tools(obj, r.tools));
+  if (r.tools.active()) {  // describe the tools in the system message; constrain the output
+    if (!r.params.grammar.empty())
+      return bad_request("'tools' cannot be combined with a structured-output constraint.", "tools");
+    if (r.messages.empty() || r.messages[0].role != "system") r.messages.insert(r.messages.begin(), {"system", ""});
+    std::string& sys = r.messages[0].content;
+    sys += (sys.empty() ? "" : "\n\n") + tools_system_prompt(r.tools);
+    r.params.grammar = tools_grammar(r.tools);
+  }
+  return std::nullopt;
 }
 
 template <typename Fn>

@@ -12,6 +12,7 @@
 #include "engine/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_util.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace pdserve::server {
@@ -45,6 +46,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;                    // stream_options.include_usage
   std::string user;
+  ToolConfig tools;                              // chat tools / tool_choice / parallel_tool_calls
 
   bool want_logprobs() const { return params.top_logprobs >= 0; }
   /// Total number of choices in the response (prompts × n for completions).

@@ -52,7 +52,40 @@ std::string StreamSession::closing() {
   return out;
 }
 
+void StreamSession::enable_tool_calls() { tool_filters_.assign(static_cast<size_t>(streams_->size()), {}); }
+
+std::string StreamSession::render_with_tools(int choice, const engine::StreamDelta& d) {
+  std::string out;
+  ToolCallStreamFilter& f = tool_filters_[choice];
+  const std::string text = f.push(d.text);
+  if (!text.empty())
+    out += sse_data(chat_chunk(meta_, choice, json{{"content", text}}, nullptr, engine::FinishReason::None, include_usage_));
+  if (d.finish == engine::FinishReason::None) return out;
+  ParsedToolOutput p = f.finish(tool_call_id_prefix(meta_.id, choice));
+  if (p.content && !p.content->empty())
+    out += sse_data(chat_chunk(meta_, choice, json{{"content", *p.content}}, nullptr, engine::FinishReason::None, include_usage_));
+  if (!p.calls.empty()) {
+    json calls = json::array();
+    for (size_t k = 0; k < p.calls.size(); ++k) {
+      json c = p.calls[k];
+      c["index"] = static_cast<int>(k);
+      calls.push_back(std::move(c));
+    }
+    out += sse_data(chat_chunk(meta_, choice, json{{"tool_calls", std::move(calls)}}, nullptr, engine::FinishReason::None,
+                               include_usage_));
+  }
+  if (d.finish == engine::FinishReason::Error) {
+    out += sse_data(server_error(d.error.empty() ? "generation failed" : d.error).to_json());
+    return out;
+  }
+  json last = chat_chunk(meta_, choice, json::object(), nullptr, d.finish, include_usage_);
+  if (!p.calls.empty() && d.finish == engine::FinishReason::Stop) last["choices"][0]["finish_reason"] = "tool_calls";
+  out += sse_data(last);
+  return out;
+}
+
 std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
+  if (!tool_filters_.empty()) return render_with_tools(choice, d);
   std::string out;
   const bool has_lp = want_logprobs_ && !d.logprobs.empty();
   if (endpoint_ == Endpoint::Completions) {

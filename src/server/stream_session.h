@@ -13,6 +13,7 @@
 #include "server/generation.h"
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
+#include "server/tool_calls.h"
 
 namespace pdserve::server {
 
@@ -29,6 +30,11 @@ class StreamSession {
   /// response (client gone or server stopping); the engine requests are then aborted.
   bool pump(httplib::DataSink& sink);
 
+  /// Chat with tools: a choice's output that is tool calls is sent as one tool_calls
+  /// delta (complete arguments) when it ends, with finish_reason "tool_calls"; other
+  /// text streams as content (logprobs are not sent in this mode).
+  void enable_tool_calls();
+
   /// The SSE text for one delta of choice `choice` (exposed for tests).
   std::string render(int choice, const engine::StreamDelta& delta);
   /// The SSE text that opens the stream (chat: a role chunk per choice).
@@ -38,6 +44,7 @@ class StreamSession {
 
  private:
   bool pump_unguarded(httplib::DataSink& sink);
+  std::string render_with_tools(int choice, const engine::StreamDelta& delta);
 
   Endpoint endpoint_;
   ResponseMeta meta_;
@@ -47,6 +54,7 @@ class StreamSession {
   PieceFn piece_;
   const std::atomic<bool>* stopping_;
   std::vector<int> text_offsets_;
+  std::vector<ToolCallStreamFilter> tool_filters_;  // per choice; empty: no tools
   bool started_ = false;
   bool finished_ = false;
   std::chrono::steady_clock::time_point last_write_;

@@ -318,7 +318,7 @@ TEST(ServerProtocol, ChatMessages) {
                "Missing required parameter");
   expect_error(chat({{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}}),
                "messages.[0].role", "Invalid value");
-  expect_error(chat({{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}),
+  expect_error(chat({{"messages", json::array({{{"role", "function"}, {"content", "x"}}})}}),
                "messages.[0].role", "not supported");
   expect_error(chat({{"messages", json::array({{{"role", "user"}}})}}), "messages.[0].content",
                "Missing required parameter");
@@ -343,8 +343,9 @@ TEST(ServerProtocol, ChatMessages) {
   EXPECT_EQ(p.request.messages[2].role, "assistant");
   EXPECT_EQ(p.request.messages[2].content, "");
 
+  // Tools are supported (#17): a malformed function is refused, naming the field.
   expect_error(chat({{"messages", user_messages()}, {"tools", json::array({{{"type", "function"}}})}}),
-               "tools", "not supported");
+               "tools.[0].function", "missing");
   // Structured output is supported (#17): json_object is accepted; what the grammar layer
   // cannot enforce is refused, naming the field (more in server_structured_output_test).
   EXPECT_FALSE(chat({{"messages", user_messages()}, {"response_format", {{"type", "json_object"}}}}).request.params.grammar.empty());

@@ -1,0 +1,201 @@
+#include "server/tool_calls.h"
+
+#include "grammar/json_schema_to_gbnf.h"
+#include "grammar/regex_to_gbnf.h"
+
+namespace pdserve::server {
+
+namespace {
+
+constexpr const char* kOpen = "<tool_call>\n";
+constexpr const char* kClose = "\n</tool_call>";
+
+ApiError invalid(const std::string& param, const std::string& what) {
+  return bad_request("Invalid '" + param + "': " + what, param);
+}
+
+bool valid_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  return true;
+}
+
+std::string gbnf_lit(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) out += c < 0x80 ? grammar::gbnf_literal_char(c) : std::string(1, static_cast<char>(c));
+  return out + "\"";
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out) {
+  auto it = obj.find("tools");
+  if (it != obj.end() && !it->is_null()) {
+    if (!it->is_array()) return invalid("tools", "expected an array.");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& t = (*it)[i];
+      const std::string p = "tools.[" + std::to_string(i) + "]";
+      if (!t.is_object()) return invalid(p, "expected an object.");
+      if (!t.contains("type") || t["type"] != "function") return invalid(p + ".type", "expected 'function'.");
+      if (!t.contains("function") || !t["function"].is_object()) return invalid(p + ".function", "missing; expected an object.");
+      const json& f = t["function"];
+      if (!f.contains("name") || !f["name"].is_string() || !valid_name(f["name"].get<std::string>()))
+        return invalid(p + ".function.name", "expected a name of 1 to 64 characters a-z, A-Z, 0-9, '_' or '-'.");
+      for (size_t j = 0; j < i; ++j)
+        if (out.tools[j]["function"]["name"] == f["name"]) return invalid(p + ".function.name", "duplicate function name.");
+      if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
+        return invalid(p + ".function.description", "expected a string.");
+      json params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : json{{"type", "object"}};
+      if (!params.is_object()) return invalid(p + ".function.parameters", "expected a JSON schema (an object).");
+      auto g = grammar::json_schema_rules(params, "x");
+      if (!g.ok()) return bad_request("Invalid '" + p + ".function.parameters': " + g.error() + ".", p + ".function.parameters",
+                                      g.error().rfind("unsupported", 0) == 0 ? std::optional<std::string>("unsupported_parameter") : std::nullopt);
+      json clean = {{"type", "function"}, {"function", {{"name", f["name"]}, {"parameters", params}}}};
+      if (f.contains("description") && f["description"].is_string()) clean["function"]["description"] = f["description"];
+      out.tools.push_back(std::move(clean));
+    }
+  }
+  auto tc = obj.find("tool_choice");
+  if (tc != obj.end() && !tc->is_null()) {
+    if (tc->is_string()) {
+      const std::string c = tc->get<std::string>();
+      if (c != "none" && c != "auto" && c != "required") return invalid("tool_choice", "expected 'none', 'auto', 'required' or a function.");
+      out.choice = c;
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      out.choice = "named";
+      out.named = (*tc)["function"]["name"].get<std::string>();
+      bool found = false;
+      for (const auto& t : out.tools) found = found || t["function"]["name"] == out.named;
+      if (!found) return invalid("tool_choice", "function '" + out.named + "' is not in 'tools'.");
+    } else {
+      return invalid("tool_choice", "expected 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}.");
+    }
+    if (out.tools.empty() && out.choice != "none" && out.choice != "auto")
+      return invalid("tool_choice", "requires 'tools'.");
+  }
+  auto pt = obj.find("parallel_tool_calls");
+  if (pt != obj.end() && !pt->is_null()) {
+    if (!pt->is_boolean()) return invalid("parallel_tool_calls", "expected a boolean.");
+    out.parallel = pt->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::string tools_grammar(const ToolConfig& t) {
+  std::string rules, call_alts;
+  for (size_t i = 0; i < t.tools.size(); ++i) {
+    const json& f = t.tools[i]["function"];
+    if (t.choice == "named" && f["name"] != t.named) continue;
+    const std::string args = "tool" + std::to_string(i) + "-args";
+    rules += *grammar::json_schema_rules(f["parameters"], args);  // validated by parse_tools
+    const std::string head = std::string(kOpen) + "{\"name\": \"" + f["name"].get<std::string>() + "\", \"arguments\": ";
+    call_alts += (call_alts.empty() ? "" : " | ") + gbnf_lit(head) + " " + args + " " + gbnf_lit("}" + std::string(kClose));
+  }
+  std::string g = "calls ::= call" + std::string(t.parallel ? " (\"\\n\" call)*" : "") + "\ncall ::= " + call_alts + "\n";
+  if (t.choice == "auto") g = "root ::= calls | [^<] .*\n" + g;
+  else g = "root ::= calls\n" + g;
+  return g + rules + grammar::json_primitives_gbnf();
+}
+
+std::string tools_system_prompt(const ToolConfig& t) {
+  std::string s = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                  "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const auto& tool : t.tools) s += "\n" + dump_json(tool);
+  s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+  return s;
+}
+
+std::optional<ApiError> render_tool_message(const json& m, const std::string& param, std::string& role, std::string& content) {
+  if (role == "tool") {
+    role = "user";
+    content = "<tool_response>\n" + content + "\n</tool_response>";
+    return std::nullopt;
+  }
+  auto it = m.find("tool_calls");
+  if (role != "assistant" || it == m.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) return invalid(param + ".tool_calls", "expected an array.");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& c = (*it)[i];
+    const std::string p = param + ".tool_calls.[" + std::to_string(i) + "]";
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) return invalid(p + ".function", "missing; expected an object.");
+    const json& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string()) return invalid(p + ".function.name", "expected a string.");
+    json args = json::object();
+    if (f.contains("arguments") && f["arguments"].is_string()) {
+      try {
+        args = json::parse(f["arguments"].get<std::string>());
+      } catch (const json::exception&) {
+        return invalid(p + ".function.arguments", "expected a JSON string.");
+      }
+    } else if (f.contains("arguments") && !f["arguments"].is_null()) {
+      return invalid(p + ".function.arguments", "expected a string.");
+    }
+    if (!content.empty()) content += "\n";
+    content += std::string(kOpen) + dump_json(json{{"name", f["name"]}, {"arguments", args}}) + kClose;
+  }
+  return std::nullopt;
+}
+
+ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix) {
+  ParsedToolOutput out;
+  size_t first = text.find(kOpen);
+  const std::string before = text.substr(0, first);
+  if (first == std::string::npos || !before.empty()) out.content = text.substr(0, first);
+  size_t pos = first;
+  while (pos != std::string::npos) {
+    const size_t body = pos + std::string(kOpen).size();
+    const size_t end = text.find(kClose, body);
+    if (end == std::string::npos) break;
+    try {
+      json call = json::parse(text.substr(body, end - body));
+      if (call.is_object() && call.contains("name") && call["name"].is_string()) {
+        const json args = call.contains("arguments") ? call["arguments"] : json::object();
+        out.calls.push_back({{"id", id_prefix + "_" + std::to_string(out.calls.size())},
+                             {"type", "function"},
+                             {"function", {{"name", call["name"]}, {"arguments", dump_json(args)}}}});
+      }
+    } catch (const json::exception&) {
+    }
+    pos = text.find(kOpen, end);
+  }
+  if (out.calls.empty()) out.content = text;
+  return out;
+}
+
+std::string tool_call_id_prefix(const std::string& response_id, int index) {
+  const size_t dash = response_id.rfind('-');
+  return "call_" + (dash == std::string::npos ? response_id : response_id.substr(dash + 1)) + "_" + std::to_string(index);
+}
+
+void apply_tool_calls(json& body) {
+  for (json& c : body["choices"]) {
+    json& msg = c["message"];
+    if (!msg["content"].is_string()) continue;
+    ParsedToolOutput p = parse_tool_output(msg["content"].get<std::string>(), tool_call_id_prefix(body["id"], c["index"]));
+    if (p.calls.empty()) continue;
+    msg["content"] = p.content ? json(*p.content) : json(nullptr);
+    msg["tool_calls"] = std::move(p.calls);
+    if (c["finish_reason"] == "stop") c["finish_reason"] = "tool_calls";
+  }
+}
+
+std::string ToolCallStreamFilter::push(const std::string& text) {
+  if (mode_ == 1) return text;
+  held_ += text;
+  if (mode_ == 0 && !held_.empty()) mode_ = held_[0] == '<' ? 2 : 1;
+  if (mode_ != 1) return {};
+  std::string out;
+  out.swap(held_);
+  return out;
+}
+
+ParsedToolOutput ToolCallStreamFilter::finish(const std::string& id_prefix) {
+  ParsedToolOutput p = parse_tool_output(held_, id_prefix);
+  held_.clear();
+  return p;
+}
+
+}  // namespace pdserve::server
