@@ -105,3 +105,71 @@ TEST(StructuredOutputTest, BadInputNamesTheFieldAndProblem) {
   expect_error(chat({{"structured_outputs", {{"xml", "a"}}}}), "structured_outputs.xml", "unknown");
   expect_error(chat({{"guided_regex", "a"}, {"grammar", "root ::= \"a\""}}), "grammar", "Only one");
 }
+
+TEST(ToolCallsTest, OutputParsesIntoCallsAndConversationRendersBack) {
+  auto p = server::parse_tool_output(
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"x\"]}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>",
+      "call_ab_0");
+  EXPECT_FALSE(p.content.has_value());
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0]["id"], "call_ab_0_0");
+  EXPECT_EQ(p.calls[0]["function"]["name"], "f");
+  EXPECT_EQ(json::parse(p.calls[0]["function"]["arguments"].get<std::string>()), json::parse(R"({"a":[1,"x"]})"));
+  EXPECT_EQ(p.calls[1]["function"]["name"], "g");
+  // Plain text and a call cut by max_tokens stay content.
+  auto t = server::parse_tool_output("hello", "c");
+  EXPECT_EQ(t.content.value_or(""), "hello");
+  EXPECT_TRUE(t.calls.empty());
+  auto cut = server::parse_tool_output("<tool_call>\n{\"name\": \"f\", \"argu", "c");
+  EXPECT_TRUE(cut.calls.empty());
+  EXPECT_EQ(cut.content.value_or(""), "<tool_call>\n{\"name\": \"f\", \"argu");
+
+  // The rendered assistant turn is what the grammar lets the model write: parsing it
+  // gives the same calls back.
+  json assistant = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", p.calls}};
+  std::string role = "assistant", content;
+  ASSERT_FALSE(server::render_tool_message(assistant, "messages.[1]", role, content));
+  auto again = server::parse_tool_output(content, "call_ab_0");
+  EXPECT_EQ(again.calls, p.calls);
+  std::string trole = "tool", tcontent = "42";
+  ASSERT_FALSE(server::render_tool_message(json{{"role", "tool"}, {"content", "42"}}, "messages.[2]", trole, tcontent));
+  EXPECT_EQ(trole, "user");
+  EXPECT_EQ(tcontent, "<tool_response>\n42\n</tool_response>");
+  json bad = {{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{oops"}}}}}}};
+  auto e = server::render_tool_message(bad, "messages.[1]", role, content);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param.value_or(""), "messages.[1].tool_calls.[0].function.arguments");
+}
+
+TEST(ToolCallsTest, GrammarAllowsExactlyTheDeclaredCalls) {
+  server::ToolConfig t;
+  json body = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", kSchema}}}},
+                                    {{"type", "function"}, {"function", {{"name", "g"}}}}}}});
+  auto req = server::parse_chat_json(body);
+  ASSERT_TRUE(req.ok()) << req.error->message;
+  const std::string& g = req.request.params.grammar;  // auto: text or calls
+  const std::string call_f = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 3}}\n</tool_call>";
+  const std::string call_g = "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"any\": [true]}}\n</tool_call>";
+  EXPECT_TRUE(accepts(g, call_f));
+  EXPECT_TRUE(accepts(g, call_f + "\n" + call_g));
+  EXPECT_TRUE(accepts(g, "Just text, <b>with</b> brackets later."));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"3\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"h\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_EQ(req.request.messages[0].role, "system");
+  EXPECT_NE(req.request.messages[0].content.find("\"name\":\"f\""), std::string::npos);
+
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
+  body["parallel_tool_calls"] = false;
+  auto named = server::parse_chat_json(body);
+  ASSERT_TRUE(named.ok());
+  EXPECT_TRUE(accepts(named.request.params.grammar, call_g));
+  EXPECT_FALSE(accepts(named.request.params.grammar, call_f));
+  EXPECT_FALSE(accepts(named.request.params.grammar, call_g + "\n" + call_g));
+  EXPECT_FALSE(accepts(named.request.params.grammar, "text"));
+  body["tool_choice"] = "none";
+  auto none = server::parse_chat_json(body);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none.request.params.grammar.empty());
+  EXPECT_EQ(none.request.messages[0].role, "user");
+}
