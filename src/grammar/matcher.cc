@@ -192,7 +192,12 @@ const uint32_t* GrammarMatcher::mask(int32_t state) {
   if (states_[state].accept)
     for (int32_t e : vocab_->eog_ids)
       if (e >= 0 && e < vocab_->n_vocab) m[e >> 5] |= uint32_t{1} << (e & 31);
+  if (static_cast<int>(masked_.size()) >= kMaxCachedMasks) {
+    for (int32_t s : masked_) states_[s].mask.reset();
+    masked_.clear();
+  }
   states_[state].mask = std::move(m);
+  masked_.push_back(state);
   return states_[state].mask.get();
 }
 

@@ -50,6 +50,7 @@ struct TokenVocab {
 class GrammarMatcher {
  public:
   static constexpr int32_t kDead = -1;
+  static constexpr int kMaxCachedMasks = 2048;
 
   GrammarMatcher(Grammar g, std::shared_ptr<const TokenVocab> vocab);
 
@@ -62,8 +63,10 @@ class GrammarMatcher {
   int32_t advance_token(int32_t state, int32_t id);
   /// Whether the output so far is a complete sentence of the grammar.
   bool accepting(int32_t state);
-  /// Allowed-token bitmap for `state` (kDead: all zero): bit (id % 32) of word id / 32, n_vocab bits. The
-  /// pointer stays valid for the matcher's lifetime.
+  /// Allowed-token bitmap for `state` (kDead: all zero): bit (id % 32) of word id / 32,
+  /// n_vocab bits. The pointer stays valid until the next mask() call: at most
+  /// kMaxCachedMasks masks are kept, then all but the newest are dropped (recomputed when
+  /// needed), which bounds the memory of grammars with very many states.
   const uint32_t* mask(int32_t state);
   /// Words of a mask: (n_vocab + 31) / 32.
   int mask_words() const { return (vocab_->n_vocab + 31) / 32; }
@@ -97,6 +100,7 @@ class GrammarMatcher {
   std::unordered_set<uint64_t> visited_;  // expand(): pairs seen in the current step
   int32_t initial_ = kDead;
   std::unique_ptr<uint32_t[]> dead_mask_;
+  std::vector<int32_t> masked_;  // states holding a cached mask
 };
 
 }  // namespace pdserve::grammar

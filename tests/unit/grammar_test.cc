@@ -333,3 +333,25 @@ TEST(MaskTest, TrieMaskEqualsBruteForceOverEveryToken) {
   }
   EXPECT_GT(checked_states, 200);
 }
+
+TEST(MaskTest, ManyStatesKeepMasksCorrectPastTheCacheBound) {
+  // "a"{0,3000}: every count is its own state, so masks are dropped and recomputed.
+  std::vector<std::string> pieces = {"", "a", "aa", "b"};
+  auto vocab = std::make_shared<TokenVocab>(pieces, std::vector<int32_t>{0}, 4);
+  auto m = compile("root ::= \"a\"{0,3000}\n", vocab);
+  ASSERT_TRUE(m);
+  int32_t st = m->initial_state();
+  const uint32_t* first = m->mask(st);
+  EXPECT_EQ(first[0], 0b0111u);  // EOS (complete), "a", "aa"; never "b"
+  for (int n = 0; n < 2999; ++n) {
+    const uint32_t* mask = m->mask(st);
+    const uint32_t want = 0b0011u | (n <= 2998 ? 0b0100u : 0u);  // "aa" fits while n + 2 <= 3000
+    ASSERT_EQ(mask[0], want) << "after " << n << " a's";
+    st = m->advance_token(st, 1);
+    ASSERT_GE(st, 0);
+  }
+  EXPECT_GT(m->num_states(), GrammarMatcher::kMaxCachedMasks);
+  EXPECT_EQ(m->mask(st)[0], 0b0011u);  // 2999 a's: "a" once more, or stop
+  st = m->advance_token(st, 1);
+  EXPECT_EQ(m->mask(st)[0], 0b0001u);  // 3000: only EOS
+}
