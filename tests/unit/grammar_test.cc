@@ -274,6 +274,18 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceNamingTheKeyword) {
   }
 }
 
+TEST(JsonSchemaTest, EnumValuesMustHaveTheType) {
+  auto g = json_schema_to_gbnf(json::parse(R"({"type":"string","enum":["a",1,null,"b"]})"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto m = compile(*g);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(accepts(*m, "\"a\""));
+  EXPECT_TRUE(accepts(*m, "\"b\""));
+  EXPECT_FALSE(accepts(*m, "1"));
+  EXPECT_FALSE(accepts(*m, "null"));
+  EXPECT_FALSE(json_schema_to_gbnf(json::parse(R"({"type":"integer","enum":["a"]})")).ok());
+}
+
 TEST(ChoiceTest, ExactlyTheChoices) {
   auto m = compile(choice_gbnf({"yes", "no", "maybe \"so\""}));
   ASSERT_TRUE(m);
