@@ -36,7 +36,9 @@ CLI::Option* add_choice_option(CLI::App& cmd, const std::string& flag, E& out, c
 /// --kv-dtype values.
 inline Choices<kernels::KvDtype> kv_dtype_choices() {
   Choices<kernels::KvDtype> m;
-  for (kernels::KvDtype d : {kernels::KvDtype::F16, kernels::KvDtype::F32}) m.emplace_back(kv::kv_dtype_name(d), d);
+  for (kernels::KvDtype d : {kernels::KvDtype::F16, kernels::KvDtype::F32, kernels::KvDtype::BF16, kernels::KvDtype::Q8_0,
+                             kernels::KvDtype::Q4_0})
+    m.emplace_back(kv::kv_dtype_name(d), d);
   return m;
 }
 

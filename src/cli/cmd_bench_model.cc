@@ -11,6 +11,7 @@
 #include <span>
 
 #include "base/clock.h"
+#include "cli/choice_option.h"
 #include "cli/commands.h"
 #include "kernels/matmul.h"
 #include "kv/kv_cache_manager.h"
@@ -28,6 +29,7 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
   cmd->add_option("--batch-prompt", a.batch_prompt, "prompt tokens of each batched sequence")->default_val(8)->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--batch-steps", a.batch_steps, "decode steps of the batched runs")->default_val(16)->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--seed", a.seed, "random token ids seed")->default_val(1);
+  add_choice_option(*cmd, "--kv-dtype", a.kv_dtype, kv_dtype_choices(), "KV cache dtype", "f16");
 }
 
 namespace {
@@ -106,7 +108,12 @@ int run_bench_model(const BenchModelArgs& a) {
   shape.head_dim = c.head_dim;
   shape.block_size = bs;
   shape.num_blocks = num_blocks;
-  shape.dtype = kernels::KvDtype::F16;
+  shape.dtype = a.kv_dtype;
+  if (!kernels::kv_dtype_fits(a.kv_dtype, c.head_dim)) {
+    std::fprintf(stderr, "error: --kv-dtype %s needs a head dimension that is a multiple of 32; this model's head_dim is %d\n",
+                 kv::kv_dtype_name(a.kv_dtype), c.head_dim);
+    return 1;
+  }
   kv::KvCacheManager kv(shape, /*prefix_caching=*/false, kv::EvictionPolicy::kLru);
   Driver d{m, kv, bs};
 
@@ -120,7 +127,7 @@ int run_bench_model(const BenchModelArgs& a) {
 
   std::printf("model %s: %s, %d layers, n_embd %d, n_vocab %d; weights read per token %.1f MiB\n", a.model.c_str(),
               c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0);
-  std::printf("threads %d, KV cache f16, block size %d, %d blocks\n", threads, bs, num_blocks);
+  std::printf("threads %d, KV cache %s, block size %d, %d blocks\n", threads, kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
   std::fflush(stdout);
 
   // The workspace for the largest step (the prompt, or the batched sequences' prompts), so

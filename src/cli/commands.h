@@ -116,6 +116,7 @@ struct BenchModelArgs {
   std::vector<int> batch{1, 8, 32};  // batched-decode sequence counts
   int batch_prompt = 8, batch_steps = 16;
   uint64_t seed = 1;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // --kv-dtype
 };
 void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
 int run_bench_model(const BenchModelArgs& a);

@@ -10,7 +10,7 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
   auto* mb = cmd.add_option("--kv-cache-mb", cfg.kv_cache_mb, "KV cache size in MiB")->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--num-kv-blocks", cfg.num_kv_blocks, "KV cache size in blocks")->check(CLI::Range(1, 1 << 30))->excludes(mb);
-  add_choice_option(cmd, "--kv-dtype", cfg.kv_dtype, kv_dtype_choices(), "KV cache dtype: f16 or f32", "f16");
+  add_choice_option(cmd, "--kv-dtype", cfg.kv_dtype, kv_dtype_choices(), "KV cache dtype: f16, f32, bf16, q8_0 or q4_0 (q8_0/q4_0: head_dim a multiple of 32)", "f16");
   cmd.add_option("--max-batched-tokens", cfg.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--max-seqs", cfg.max_seqs, "running sequences per step")->default_val(64)->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 30));

@@ -38,6 +38,7 @@ MetricsSnapshot Engine::metrics() const {
   m.kv_blocks_used = s.kv_blocks_used;
   m.kv_blocks_cached = s.kv_blocks_cached;
   m.kv_blocks_free = s.kv_blocks_free;
+  m.kv_block_bytes = s.kv_block_bytes;
   return m;
 }
 
@@ -135,6 +136,8 @@ EngineStats EngineImpl::stats() const {
   s.kv_blocks_used = stats_blocks_used_;
   s.kv_blocks_cached = stats_blocks_cached_;
   s.kv_blocks_free = stats_blocks_free_;
+  s.kv_block_bytes = kv_block_bytes_;
+  s.kv_dtype = kv::kv_dtype_name(cfg_.kv_dtype);
   s.requests_running = stats_running_;
   s.requests_waiting = stats_waiting_ + pending_;
   s.requests_awaiting_kv = stats_awaiting_kv_;
@@ -155,6 +158,7 @@ MetricsSnapshot EngineImpl::metrics() const {
   m.kv_blocks_used = stats_blocks_used_;
   m.kv_blocks_cached = stats_blocks_cached_;
   m.kv_blocks_free = stats_blocks_free_;
+  m.kv_block_bytes = kv_block_bytes_;
   m.preemptions = stats_preemptions_;
   if (cfg_.transfer_metrics) cfg_.transfer_metrics->fill(m);
   return m;
@@ -431,6 +435,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
   m.value()->reserve(cfg.max_batched_tokens, cfg.max_seqs);  // a step's tokens and logits rows
 
+  if (!kernels::kv_dtype_fits(cfg.kv_dtype, mc.head_dim))
+    return Status::InvalidArgument(std::string("--kv-dtype ") + kv::kv_dtype_name(cfg.kv_dtype) +
+                                   " needs a head dimension that is a multiple of 32; this model's head_dim is " +
+                                   std::to_string(mc.head_dim));
   kv::KvCacheShape shape;
   shape.n_layers = mc.n_layer;
   shape.n_kv_heads = mc.n_head_kv;

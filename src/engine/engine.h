@@ -71,6 +71,8 @@ struct EngineStats {
   int64_t kv_blocks_used = 0;   // ref count > 0
   int64_t kv_blocks_cached = 0; // held only by the prefix cache (reusable, evictable)
   int64_t kv_blocks_free = 0;
+  int64_t kv_block_bytes = 0;   // K+V of one block, all layers, in the KV dtype (0: not known, e.g. the router)
+  std::string kv_dtype;         // kv::kv_dtype_name of the cache ("" when not known)
   int64_t requests_running = 0;
   int64_t requests_waiting = 0;
   /// Admitted, holding blocks, waiting for their prompt KV from a prefill worker

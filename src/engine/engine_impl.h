@@ -56,6 +56,7 @@ class EngineImpl final : public Engine {
     name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
     stats_blocks_total_ = shape.num_blocks;
     stats_blocks_free_ = shape.num_blocks;
+    kv_block_bytes_ = shape.bytes_per_block();
     loop_ = std::thread([this] { run(); });
   }
   ~EngineImpl() override { shutdown(); }
@@ -130,6 +131,7 @@ class EngineImpl final : public Engine {
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
   std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_awaiting_kv_{0}, stats_preemptions_{0};
   std::atomic<int64_t> stats_namespaces_{0};
+  int64_t kv_block_bytes_ = 0;  // set once in the constructor
   std::atomic<int64_t> pending_{0};  // submitted but not yet admitted by the loop
   int64_t reported_queries_ = 0, reported_hits_ = 0;  // prefix-cache counters given to metrics_ (engine thread)
 };

@@ -23,7 +23,7 @@ namespace pdserve::engine {
 
 /// The decode side's KV layout; both sides must agree byte for byte.
 struct KvLayout {
-  std::string kv_dtype;       // "f16" | "f32"
+  std::string kv_dtype;       // kv::kv_dtype_name: "f32" | "f16" | "bf16" | "q8_0" | "q4_0"
   int block_size = 0;
   int n_layers = 0;
   int n_kv_heads = 0;

@@ -27,6 +27,7 @@ struct Histogram {
 struct MetricsSnapshot {
   int64_t requests_running = 0, requests_waiting = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
+  int64_t kv_block_bytes = 0;  // K+V of one block, all layers (0: not known, e.g. the router)
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // in tokens
   int64_t preemptions = 0;
   int64_t prompt_tokens = 0, generation_tokens = 0;

@@ -50,6 +50,16 @@ F16AttentionFn select_f16(Isa isa) {
   }
 }
 
+// The Q8_0 / Q4_0 kernels' dispatch, as select_f16 (BF16 and other dtypes: nullptr = scalar).
+F16AttentionFn select_quant(Isa isa, KvDtype dtype) {
+  if (dtype != KvDtype::Q8_0 && dtype != KvDtype::Q4_0) return nullptr;
+  switch (resolve_isa(isa)) {
+    case Isa::kAvx512Vnni: return avx512::paged_attention_quant_group;
+    case Isa::kAvx2: return avx2::paged_attention_quant_group;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* v) {
@@ -58,18 +68,29 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
   if (kv.dtype == KvDtype::F32) {
     std::memcpy(static_cast<float*>(kv.k) + off, k, n * sizeof(float));
     std::memcpy(static_cast<float*>(kv.v) + off, v, n * sizeof(float));
-  } else {
+  } else if (kv.dtype == KvDtype::F16) {
     auto* kd = static_cast<uint16_t*>(kv.k) + off;
     auto* vd = static_cast<uint16_t*>(kv.v) + off;
     for (int64_t i = 0; i < n; ++i) {
       kd[i] = fp32_to_fp16(k[i]);
       vd[i] = fp32_to_fp16(v[i]);
     }
+  } else {  // BF16, Q8_0, Q4_0: row by row (a row is whole blocks)
+    const int64_t row = kv_row_bytes(kv.dtype, kv.head_dim);
+    for (int h = 0; h < kv.n_kv_heads; ++h) {
+      const int64_t boff = (slot * kv.n_kv_heads + h) * row;
+      quantize_kv_row(kv.dtype, k + int64_t{h} * kv.head_dim, static_cast<uint8_t*>(kv.k) + boff, kv.head_dim);
+      quantize_kv_row(kv.dtype, v + int64_t{h} * kv.head_dim, static_cast<uint8_t*>(kv.v) + boff, kv.head_dim);
+    }
   }
 }
 
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
                           const int32_t* block_table, int n_keys, float scale, float* out, Isa isa) {
+  if (kv.dtype == KvDtype::Q8_0 || kv.dtype == KvDtype::Q4_0 || kv.dtype == KvDtype::BF16) {
+    if (const F16AttentionFn f = select_quant(isa, kv.dtype)) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
+    return paged_attention_quant_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
+  }
   if (kv.dtype == KvDtype::F16) {
     if (const F16AttentionFn f = select_f16(isa)) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
     return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
@@ -106,6 +127,7 @@ void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int k
                            int n_keys, float scale, float* out, Isa isa) {
   if (kv.dtype == KvDtype::F16)
     if (const F16AttentionFn f = select_f16(isa)) return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
+  if (const F16AttentionFn f = select_quant(isa, kv.dtype)) return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
   // The scalar paths: head by head (the reference's order within each head is all that counts).
   const int64_t d = kv.head_dim;
   for (int h = 0; h < n_q; ++h)

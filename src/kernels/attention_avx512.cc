@@ -4,3 +4,5 @@
 #define ATTN_AVX512 1
 #define ATTN_NS avx512
 #include "kernels/attention_simd.inc"
+// The Q8_0 / Q4_0 KV-cache kernels (attention_quant_simd.inc).
+#include "kernels/attention_quant_simd.inc"

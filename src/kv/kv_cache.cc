@@ -5,13 +5,21 @@
 namespace pdserve::kv {
 
 int64_t KvCacheShape::bytes_per_layer_block() const {
-  const int64_t elem = dtype == kernels::KvDtype::F32 ? 4 : 2;
-  return int64_t{block_size} * n_kv_heads * head_dim * elem;
+  return int64_t{block_size} * n_kv_heads * kernels::kv_row_bytes(dtype, head_dim);
 }
 
 int64_t KvCacheShape::bytes_per_block() const { return 2 * int64_t{n_layers} * bytes_per_layer_block(); }
 
-const char* kv_dtype_name(kernels::KvDtype d) { return d == kernels::KvDtype::F32 ? "f32" : "f16"; }
+const char* kv_dtype_name(kernels::KvDtype d) {
+  switch (d) {
+    case kernels::KvDtype::F32: return "f32";
+    case kernels::KvDtype::F16: return "f16";
+    case kernels::KvDtype::BF16: return "bf16";
+    case kernels::KvDtype::Q8_0: return "q8_0";
+    case kernels::KvDtype::Q4_0: return "q4_0";
+  }
+  return "?";
+}
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   const int64_t layer_bytes = shape.bytes_per_layer_block() * shape.num_blocks;

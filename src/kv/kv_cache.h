@@ -1,5 +1,6 @@
 // KvCache: the K and V storage of every layer, each pool shaped
-// [num_blocks][block_size][n_kv_heads][head_dim] in the KV dtype (f16 or f32).
+// [num_blocks][block_size][n_kv_heads][head_dim] in the KV dtype (f32, f16, bf16, or
+// GGUF's q8_0 / q4_0 blocks: a (token, head) row is head_dim / 32 whole blocks).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +21,14 @@ struct KvCacheShape {
   int32_t num_blocks = 0;
   kernels::KvDtype dtype = kernels::KvDtype::F16;
 
-  /// Bytes of K+V for one block across all layers.
+  /// Bytes of K+V for one block across all layers (kernels::kv_row_bytes per token and head).
   int64_t bytes_per_block() const;
   /// Bytes of K (= of V) of one block in one layer.
   int64_t bytes_per_layer_block() const;
 };
 
-/// The dtype's name as the --kv-dtype flag and the KV layout handshake spell it: "f16", "f32".
+/// The dtype's name as the --kv-dtype flag and the KV layout handshake spell it: "f32",
+/// "f16", "bf16", "q8_0", "q4_0".
 const char* kv_dtype_name(kernels::KvDtype d);
 
 class KvCache {

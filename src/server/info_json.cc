@@ -23,6 +23,12 @@ json health_json(const engine::EngineStats& s, bool shutting_down, const std::st
               {"kv_blocks_cached", s.kv_blocks_cached},
               {"requests_running", s.requests_running},
               {"requests_waiting", s.requests_waiting}};
+  if (s.kv_block_bytes > 0) {  // KV memory in bytes (the dtype sets the bytes per block)
+    j["kv_dtype"] = s.kv_dtype;
+    j["kv_bytes_total"] = s.kv_blocks_total * s.kv_block_bytes;
+    j["kv_bytes_used"] = s.kv_blocks_used * s.kv_block_bytes;
+    j["kv_bytes_cached"] = s.kv_blocks_cached * s.kv_block_bytes;
+  }
   if (!not_ready.empty()) j["reason"] = not_ready;
   return j;
 }

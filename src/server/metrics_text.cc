@@ -74,6 +74,12 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
   w.scalar("pdserve_kv_blocks_cached", "gauge", "KV blocks held only by the prefix cache (reusable, evictable).",
            m.kv_blocks_cached);
   w.scalar("pdserve_kv_blocks_free", "gauge", "KV blocks on the free list.", m.kv_blocks_free);
+  if (m.kv_block_bytes > 0) {
+    w.scalar("pdserve_kv_bytes_total", "gauge", "KV cache pool size in bytes (K+V, all layers, in the KV dtype).",
+             m.kv_blocks_total * m.kv_block_bytes);
+    w.scalar("pdserve_kv_bytes_used", "gauge", "Bytes of the KV blocks referenced by running sequences.",
+             m.kv_blocks_used * m.kv_block_bytes);
+  }
   w.scalar("pdserve_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
            m.prefix_cache_queries);
   w.scalar("pdserve_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", m.prefix_cache_hits);

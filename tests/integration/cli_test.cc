@@ -114,7 +114,7 @@ TEST(Cli, EnumFlagsRefuseOtherValuesAndNameTheChoices) {
   const struct {
     std::string args, expect;
   } cases[] = {
-      {"serve" + model + " --kv-dtype q8_0", "--kv-dtype: q8_0 not in {f16,f32}"},
+      {"serve" + model + " --kv-dtype q9_0", "--kv-dtype: q9_0 not in {f16,f32,bf16,q8_0,q4_0}"},
       {"serve" + model + " --eviction mru", "--eviction: mru not in {lru,lfu}"},
       {"serve" + model + " --scheduling-policy edf", "--scheduling-policy: edf not in {fcfs,priority}"},
       {"router" + model + " --decode 127.0.0.1:1 --policy random",
@@ -128,6 +128,18 @@ TEST(Cli, EnumFlagsRefuseOtherValuesAndNameTheChoices) {
   const RunResult upper = run("generate" + model + " -p hi -n 2 --ids --kv-dtype F32 --eviction LFU --scheduling-policy Priority");
   EXPECT_EQ(upper.exit_code, 0) << upper.err;
   EXPECT_EQ(parse_ids(upper.out).size(), 2u) << upper.out;
+}
+
+// A KV dtype whose 32-value blocks do not fit the model's head_dim (stories260K: 8) is
+// refused at start, in one line naming both.
+TEST(Cli, KvDtypeThatDoesNotFitTheHeadDimIsRefused) {
+  for (const char* dt : {"q8_0", "q4_0"}) {
+    for (const std::string cmd : {"serve --port 1", "generate -p hi"}) {
+      expect_one_line_error(run(cmd + " --model ../shared/models/stories260K.gguf --log-level warn --kv-dtype " + dt),
+                            std::string("--kv-dtype ") + dt +
+                                " needs a head dimension that is a multiple of 32; this model's head_dim is 8");
+    }
+  }
 }
 
 TEST(Cli, BadModelFilesGiveOneLineErrors) {
