@@ -48,12 +48,15 @@ void Scheduler::preempt(std::list<std::unique_ptr<Sequence>>::iterator it) {
 
 int Scheduler::chunk(const Sequence& s, int budget) const {
   int n = std::min(s.num_uncomputed(), budget);
+  if (s.kv_budget > 0)  // token eviction: the prompt in chunks, then one token per step
+    n = std::min(n, s.num_computed < s.role_prompt_len ? s.role_prompt_len - s.num_computed : 1);
   if (cfg_.long_prefill_threshold > 0 && n > 1) n = std::min(n, cfg_.long_prefill_threshold);
   return n;
 }
 
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
-  if (kv_.prefix_caching() && s.kv.num_blocks() == 0) {
+  const bool ranks_by_mass = s.kv_budget > 0 && cfg_.token_eviction.needs_attention_mass();
+  if (kv_.prefix_caching() && s.kv.num_blocks() == 0 && !ranks_by_mass) {
     // Reuse the longest cached prefix, but always compute at least one token (the last
     // one's logits are needed), and only prompt positions: cached blocks hold prompt-role
     // K/V, while generated tokens (a preempted or resumed sequence) are recomputed in the
@@ -123,6 +126,8 @@ void Scheduler::on_computed(Sequence& s) {
   // Only blocks made entirely of prompt tokens are shared: they are computed the same way
   // (prompt role, see model::Batch::gemm_order) whichever request computes them.
   kv_.cache_full_blocks(s.kv, s.tokens.data(), std::min(s.num_computed, s.role_prompt_len));
+  if (s.kv_budget > 0 && s.num_computed >= s.role_prompt_len)
+    kv_.evict_tokens(s.kv, s.num_computed, cfg_.token_eviction, s.kv_budget);  // false: retried next step
 }
 
 Sequence* Scheduler::find_awaiting(int64_t seq_id, int choice_index) {

@@ -24,6 +24,7 @@ struct SchedulerConfig {
   int max_seqs = 64;              // running sequences at most
   int long_prefill_threshold = 0;  // max prompt tokens of one sequence per step (0 = budget)
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  kv::TokenEvictionConfig token_eviction;  // for sequences with a kv_budget
 };
 
 /// A sequence's share of one step: run tokens [num_computed, num_computed + n_tokens).
@@ -49,7 +50,16 @@ class Scheduler {
   /// sequence not yet in the plan (its blocks are freed; it is recomputed later).
   std::vector<ScheduledSeq> schedule();
 
-  /// After a forward pass: caches the full prompt blocks `seq` has filled.
+  /// After a forward pass: caches the full prompt blocks `seq` has filled, and, for a
+  /// sequence with a kv_budget whose prompt is complete, evicts down to the budget.
+  ///
+  /// Eviction points (so a recompute after preemption re-evicts exactly as the first run):
+  /// the prompt (role_prompt_len tokens) is computed with full attention, in any chunks,
+  /// then evicted to the budget; from then on one token per step (chunk() gives such a
+  /// sequence one token at a time, also when recomputing), each followed by an eviction.
+  /// The h2o attention mass is added per token in position order, so it does not depend on
+  /// the chunking. h2o sequences skip prefix-cache matching (a cached prefix would skip the
+  /// queries whose mass ranks positions); streaming ones match as usual.
   void on_computed(Sequence& seq);
 
   /// Decides at admission whether a sequence's prompt KV comes from a prefill worker

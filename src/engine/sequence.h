@@ -61,6 +61,7 @@ struct Sequence {
     c->cache_salt = cache_salt;
     c->cached_tokens = cached_tokens;
     c->role_prompt_len = role_prompt_len;
+    c->kv_budget = kv_budget;
     return c;
   }
 
@@ -80,6 +81,7 @@ struct Sequence {
   std::mt19937_64 rng;
   OutputProcessor output;     // generated tokens ▸ stream deltas
   int num_preemptions = 0;
+  int kv_budget = 0;          // KV entries kept (token eviction, kv/token_eviction.h); 0 = all
 
   // Prefix cache state.
   std::string cache_salt;                    // the prefix-cache namespace; passed on to a prefill worker
