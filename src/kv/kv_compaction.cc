@@ -34,13 +34,15 @@ bool KvCacheManager::evict_tokens(KvSeq& seq, int num_tokens, const TokenEvictio
   for (int b = first_block, k = 0; b < new_blocks; ++b)
     if (!exclusive(old[b])) dst[b] = fresh[k++];
 
-  // Move entry keep[d] to slot d, d ascending. keep[d] > d for d >= first, and slot d is
-  // only written after every read of a slot <= d, so the in-place moves never read a
+  // Move entry keep[d] to slot d, d ascending, from the first rewritten block on (its
+  // unmoved leading entries too when the block is a fresh copy). keep[d] >= d, and slot d
+  // is only written after every read of a slot <= d, so the in-place moves never read a
   // slot already overwritten; a shared source block is never written.
   const size_t row = block_bytes() / bs;  // one token's K (= V) bytes in one layer
   for (int l = 0; l < shape().n_layers; ++l)
-    for (int d = first; d < m; ++d) {
+    for (int d = first_block * bs; d < m; ++d) {
       const int s = keep[d];
+      if (s == d && dst[d / bs] == old[d / bs]) continue;  // already in place
       const size_t so = (s % bs) * row, dof = (d % bs) * row;
       std::memcpy(block_k(l, dst[d / bs]) + dof, block_k(l, old[s / bs]) + so, row);
       std::memcpy(block_v(l, dst[d / bs]) + dof, block_v(l, old[s / bs]) + so, row);
