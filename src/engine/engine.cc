@@ -76,9 +76,11 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   // A prefill worker's sequences keep everything (the decode worker evicts).
   const int kv_budget = opts.kv_sink ? 0 : opts.kv_budget > 0 ? opts.kv_budget : cfg_.kv_budget;
   // With a budget the KV peaks at the whole prompt, or at budget + 1 entries while decoding
-  // (the sequence's length is then bounded by the context length only).
+  // (the sequence's length is then bounded by the context length only); with n > 1, a
+  // choice's first eviction may copy up to the budget's blocks out of the prompt blocks it
+  // shares with its siblings (kv::KvCacheManager::evict_tokens).
   const int kv_tokens = kv_budget > 0 ? std::max(n, std::min(max_len, kv_budget + 1)) : max_len;
-  const int64_t blocks = kv_.blocks_for(kv_tokens);
+  const int64_t blocks = kv_.blocks_for(kv_tokens) + (kv_budget > 0 && opts.n > 1 ? kv_.blocks_for(kv_budget) : 0);
   if (blocks > kv_.num_blocks())
     return Status::ResourceExhausted("the request needs up to " + std::to_string(kv_tokens) + " tokens of KV cache (" +
                          std::to_string(blocks) + " blocks) but the pool has only " +
@@ -270,7 +272,9 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     auto& [stream, seed] = forks[k];
     std::unique_ptr<Sequence> sib = parent.fork(stream, seed, static_cast<int>(k) + 1);
     // Share the full prompt blocks; copy the partial last one before anyone writes to it.
-    if (!kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
+    // (A parent preempted right after its prompt — token eviction found no block for a
+    // copy — holds no blocks: its siblings recompute too.)
+    if (parent.kv.num_blocks() == 0 || !kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
       sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)
       continue;
     }

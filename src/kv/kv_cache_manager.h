@@ -111,6 +111,11 @@ class KvCacheManager {
   /// for every kept entry after the first evicted one. False (nothing changed) when the
   /// pool cannot supply the copies; eviction is then retried at the next call.
   bool evict_tokens(KvSeq& seq, int num_tokens, const TokenEvictionConfig& cfg, int budget);
+  /// An upper bound of the fresh blocks evict_tokens(seq, ..., budget) may take: the
+  /// blocks among seq's first blocks_for(budget) that others can see.
+  int eviction_copies(const KvSeq& seq, int budget) const;
+  /// Whether `n` blocks could be taken now (free, or cached and evictable).
+  bool can_take(int n) const;
 
   KvUsage usage() const;
   /// Radix-cache namespaces currently alive (0 or more; each has blocks or a lock).

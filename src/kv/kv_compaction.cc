@@ -1,4 +1,5 @@
 // KvCacheManager::evict_tokens: per-sequence token eviction by block-table compaction.
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -69,6 +70,20 @@ bool KvCacheManager::evict_tokens(KvSeq& seq, int num_tokens, const TokenEvictio
   seq.kept_positions = std::move(pos);
   seq.num_evicted += n - m;
   return true;
+}
+
+int KvCacheManager::eviction_copies(const KvSeq& seq, int budget) const {
+  const int n = std::min<int>(seq.num_blocks(), static_cast<int>(blocks_for(budget)));
+  int c = 0;
+  for (int b = 0; b < n; ++b) {
+    const int32_t id = seq.block_table.blocks[b];
+    c += pool_->ref_count(id) != 1 || pool_->in_prefix_cache(id);
+  }
+  return c;
+}
+
+bool KvCacheManager::can_take(int n) const {
+  return n <= 0 || pool_->num_free() + num_evictable_blocks() >= n;
 }
 
 }  // namespace pdserve::kv
