@@ -12,6 +12,7 @@
 #include "engine/scheduler.h"
 #include "kv/kv_cache.h"
 #include "kv/eviction_policy.h"
+#include "kv/token_eviction.h"
 
 namespace pdserve::cli {
 
@@ -45,6 +46,11 @@ inline Choices<kernels::KvDtype> kv_dtype_choices() {
 /// --eviction values.
 inline Choices<kv::EvictionPolicy> eviction_choices() {
   return {{"lru", kv::EvictionPolicy::kLru}, {"lfu", kv::EvictionPolicy::kLfu}};
+}
+
+/// --kv-evict values.
+inline Choices<kv::TokenEvictionPolicy> kv_evict_choices() {
+  return {{"h2o", kv::TokenEvictionPolicy::kH2o}, {"streaming", kv::TokenEvictionPolicy::kStreaming}};
 }
 
 /// --scheduling-policy values.

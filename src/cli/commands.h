@@ -121,4 +121,16 @@ struct BenchModelArgs {
 void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
 int run_bench_model(const BenchModelArgs& a);
 
+/// `pdserve perplexity` (cmd_perplexity.cc): NLL per token under token eviction.
+struct PerplexityArgs {
+  std::string model;
+  int texts = 20, tokens = 512, threads = 0;
+  uint64_t seed = 1;
+  std::vector<double> budgets{0.5, 0.2, 0.1};  // fractions of `tokens`
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
+  kv::TokenEvictionConfig evict;
+};
+void add_perplexity_command(CLI::App& app, PerplexityArgs& a);
+int run_perplexity(const PerplexityArgs& a);
+
 }  // namespace pdserve::cli

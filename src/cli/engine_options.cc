@@ -22,6 +22,34 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
                     "fcfs or priority (request field 'priority', lower first)", "fcfs");
   cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
       ->check(kFinite & CLI::Range(0.0, 1e9));
+  // Per-sequence token eviction (kv/token_eviction.h).
+  cmd.add_option("--kv-budget", cfg.kv_budget, "KV tokens kept per sequence (0 = keep all); see --kv-evict")
+      ->default_val(0)->check(CLI::Range(0, 1 << 30));
+  add_choice_option(cmd, "--kv-evict", cfg.kv_evict.policy, kv_evict_choices(),
+                    "token eviction under --kv-budget: h2o (sinks + recent + heavy hitters) or streaming (sinks + recent)", "h2o");
+  cmd.add_option("--kv-sinks", cfg.kv_evict.sinks, "leading tokens (attention sinks) always kept under --kv-budget")
+      ->default_val(4)->check(CLI::Range(0, 1 << 30));
+  cmd.add_option_function<std::string>(
+         "--kv-recent",
+         [&cfg](const std::string& v) {
+           // A count of tokens, or (with a '.') a ratio of the budget in [0, 1).
+           if (v.find('.') != std::string::npos) {
+             cfg.kv_evict.recent = -1;
+             cfg.kv_evict.recent_ratio = std::stod(v);
+           } else {
+             cfg.kv_evict.recent = std::stoi(v);
+           }
+         },
+         "h2o recent window under --kv-budget: tokens (e.g. 64) or a ratio of the budget (e.g. 0.5, the default)")
+      ->check([](const std::string& v) -> std::string {
+        char* end = nullptr;
+        const bool ratio = v.find('.') != std::string::npos;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !std::isfinite(x)) return v + " is not a number";
+        if (ratio ? (x < 0 || x >= 1) : (x < 0 || x > (1 << 30) || x != std::floor(x)))
+          return v + " must be a token count >= 0 or a ratio in [0, 1)";
+        return {};
+      });
 }
 
 }  // namespace pdserve::cli

@@ -1,5 +1,5 @@
 // pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize,
-// prefill, decode, router, synth, bench-model.
+// prefill, decode, router, synth, bench-model, perplexity.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   pdserve::cli::BenchModelArgs bench_model;
   pdserve::cli::add_bench_model_command(app, bench_model);
 
+  pdserve::cli::PerplexityArgs perplexity;
+  pdserve::cli::add_perplexity_command(app, perplexity);
+
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
@@ -53,5 +56,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("router")) return pdserve::cli::run_router(router);
   if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
   if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
+  if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
   return 2;
 }

@@ -72,9 +72,18 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
                          " prompt tokens leave room for generation");
   int max_len = n_ctx_;
   if (params.max_tokens > 0) max_len = static_cast<int>(std::min<int64_t>(n_ctx_, int64_t{n} + params.max_tokens));
-  const int64_t blocks = kv_.blocks_for(max_len);
+  if (opts.kv_budget != 0)
+    if (std::string why = kv_budget_error(opts.kv_budget); !why.empty()) return Status::InvalidArgument(why);
+  // A prefill worker's sequences keep everything (the decode worker evicts).
+  const int kv_budget = opts.kv_sink ? 0 : opts.kv_budget > 0 ? opts.kv_budget : cfg_.kv_budget;
+  // With a budget the KV peaks at the whole prompt, or at budget + 1 entries while decoding
+  // (the sequence's length is then bounded by the context length only); with n > 1, a
+  // choice's first eviction may copy up to the budget's blocks out of the prompt blocks it
+  // shares with its siblings (kv::KvCacheManager::evict_tokens).
+  const int kv_tokens = kv_budget > 0 ? std::max(n, std::min(max_len, kv_budget + 1)) : max_len;
+  const int64_t blocks = kv_.blocks_for(kv_tokens) + (kv_budget > 0 && opts.n > 1 ? kv_.blocks_for(kv_budget) : 0);
   if (blocks > kv_.num_blocks())
-    return Status::ResourceExhausted("the request needs up to " + std::to_string(max_len) + " tokens of KV cache (" +
+    return Status::ResourceExhausted("the request needs up to " + std::to_string(kv_tokens) + " tokens of KV cache (" +
                          std::to_string(blocks) + " blocks) but the pool has only " +
                          std::to_string(kv_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
@@ -111,6 +120,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
   seq->cache_salt = opts.cache_salt;
+  seq->kv_budget = kv_budget;
   seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
   // A resume: the tokens after the original prompt were sampled with one draw each, so a
   // seeded stream continues exactly where it stopped.
@@ -128,6 +138,15 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   }
   wake_->set();
   return streams;
+}
+
+std::string EngineImpl::kv_budget_error(int kv_budget) const {
+  const int lo = cfg_.kv_evict.min_budget();
+  if (kv_budget < lo || (cfg_.kv_budget > 0 && kv_budget > cfg_.kv_budget))
+    return "kv_budget must be between " + std::to_string(lo) + " (--kv-sinks + --kv-recent) and " +
+           (cfg_.kv_budget > 0 ? std::to_string(cfg_.kv_budget) + " (the server's --kv-budget)" : std::string("the context length")) +
+           "; got " + std::to_string(kv_budget);
+  return {};
 }
 
 EngineStats EngineImpl::stats() const {
@@ -281,7 +300,9 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
     auto& [stream, seed] = forks[k];
     std::unique_ptr<Sequence> sib = parent.fork(stream, seed, static_cast<int>(k) + 1);
     // Share the full prompt blocks; copy the partial last one before anyone writes to it.
-    if (!kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
+    // (A parent preempted right after its prompt — token eviction found no block for a
+    // copy — holds no blocks: its siblings recompute too.)
+    if (parent.kv.num_blocks() == 0 || !kv_.fork(parent.kv, parent.prompt_len, sib->kv)) {
       sched_.add(std::move(sib));  // no block for its copy now: it will recompute (mostly from the cache)
       continue;
     }
@@ -319,15 +340,34 @@ bool EngineImpl::step() {
   const int bs = kv_.block_size();
   const double now = now_seconds();
   model::Batch batch;
+  // Token eviction (--kv-budget): a sequence that evicted keeps its kept entries in the
+  // leading slots; its token at position pos goes to slot index pos - num_evicted and
+  // attends to that many + 1 entries (Batch::n_keys, only set when some sequence evicted).
+  // h2o sequences get an attention-mass row per token (Batch::attn_mass).
+  const bool any_evicted = std::any_of(plan.begin(), plan.end(), [](const ScheduledSeq& p) { return p.seq->kv.num_evicted > 0; });
+  const bool mass = cfg_.kv_evict.needs_attention_mass();
+  size_t mass_floats = 0;
+  for (const ScheduledSeq& p : plan)
+    if (mass && p.seq->kv_budget > 0)
+      for (int j = 0; j < p.n_tokens; ++j) mass_floats += p.seq->num_computed + j - p.seq->kv.num_evicted + 1;
+  attn_mass_.assign(mass_floats, 0.f);
+  size_t mass_at = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
     if (s.group->first_scheduled_time < 0) s.group->first_scheduled_time = now;
     batch.block_tables.push_back(s.kv.block_table.blocks.data());
     for (int j = 0; j < plan[i].n_tokens; ++j) {
       const int pos = s.num_computed + j;
+      const int entry = pos - s.kv.num_evicted;  // slot index in the block table
       batch.tokens.push_back(s.tokens[pos]);
       batch.positions.push_back(pos);
-      batch.slot_mapping.push_back(s.kv.block_table.slot(pos, bs));
+      batch.slot_mapping.push_back(s.kv.block_table.slot(entry, bs));
+      if (any_evicted) batch.n_keys.push_back(entry + 1);
+      if (mass_floats > 0) {
+        const bool h2o = s.kv_budget > 0;
+        batch.attn_mass.push_back(h2o ? attn_mass_.data() + mass_at : nullptr);
+        if (h2o) mass_at += entry + 1;
+      }
       batch.seq_ids.push_back(static_cast<int32_t>(i));
       // Prompt tokens take the reference's batched-prompt matmul orders (by position in
       // the prompt); generated tokens (also when recomputed after preemption) the decode
@@ -342,8 +382,15 @@ bool EngineImpl::step() {
   const float* logits = model_->forward(batch, kv_.layers());  // the model's workspace, valid this step
 
   size_t row = 0;
+  mass_at = 0;
   for (const ScheduledSeq& p : plan) {
     Sequence& s = *p.seq;
+    if (mass_floats > 0 && s.kv_budget > 0)  // in position order (kv::add_attention_mass)
+      for (int j = 0; j < p.n_tokens; ++j) {
+        const int keys = s.num_computed + j - s.kv.num_evicted + 1;
+        kv::add_attention_mass(s.kv.attn_mass, attn_mass_.data() + mass_at, keys);
+        mass_at += keys;
+      }
     s.num_computed += p.n_tokens;
     sched_.on_computed(s);
     if (!p.needs_logits) continue;
@@ -432,6 +479,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.block_size < 1 || cfg.block_size > 1024) return Status::InvalidArgument("--block-size must be in [1, 1024]");
   if (cfg.max_batched_tokens < 1) return Status::InvalidArgument("--max-batched-tokens must be >= 1");
   if (cfg.max_seqs < 1) return Status::InvalidArgument("--max-seqs must be >= 1");
+  if (std::string why = cfg.kv_evict.check(cfg.kv_budget); !why.empty()) return Status::InvalidArgument(why);
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
   m.value()->reserve(cfg.max_batched_tokens, cfg.max_seqs);  // a step's tokens and logits rows
 
@@ -459,12 +507,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   sc.max_seqs = cfg.max_seqs;
   sc.long_prefill_threshold = cfg.long_prefill_threshold;
   sc.policy = cfg.scheduling_policy;
+  sc.token_eviction = cfg.kv_evict;
 
   PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}", cfg.model_path, mc.n_layer,
                mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx);
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
+  if (cfg.kv_budget > 0)
+    PDS_LOG_INFO("token eviction: {} tokens kept per sequence ({}, {} sinks, {} recent)", cfg.kv_budget,
+                 kv::token_eviction_name(cfg.kv_evict.policy), cfg.kv_evict.sinks, cfg.kv_evict.recent_for(cfg.kv_budget));
   return std::unique_ptr<Engine>(
       new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction));
 }

@@ -14,6 +14,7 @@
 #include "engine/sampling_params.h"
 #include "kernels/attention.h"  // KvDtype
 #include "kv/eviction_policy.h"
+#include "kv/token_eviction.h"
 
 namespace pdserve::tokenizer {
 class Tokenizer;
@@ -43,6 +44,10 @@ struct EngineConfig {
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
   SchedulingPolicy scheduling_policy{};  // --scheduling-policy; value-initialised: kFcfs (checked in engine.cc)
   double request_timeout_s = 0;    // abort requests running longer (0 = never)
+  // Per-sequence token eviction (kv/token_eviction.h): --kv-budget tokens kept per sequence
+  // (0 = keep all), --kv-evict, --kv-sinks, --kv-recent.
+  int kv_budget = 0;
+  kv::TokenEvictionConfig kv_evict;
   // Decode worker: where prompt KV can come from, and the uncached prompt length (tokens)
   // at or below which the prompt is prefilled locally anyway (conditional disaggregation).
   std::shared_ptr<KvSource> kv_source;
@@ -61,6 +66,10 @@ struct RequestOptions {
   /// continuation is bit-identical to the interrupted one, and a seeded sampled stream
   /// skips the random draws those tokens used. 0 = the whole prompt.
   int original_prompt_len = 0;
+  /// Tokens of KV this request's sequences keep (--kv-budget for one request; 0 = the
+  /// server's). At least the server's minimum (sinks + recent), at most its budget when it
+  /// has one.
+  int kv_budget = 0;
   /// Prefill worker: receives the request's KV blocks layer by layer as they are computed.
   std::shared_ptr<KvSink> kv_sink;
 };
@@ -115,6 +124,12 @@ class Engine {
   virtual MetricsSnapshot metrics() const;
   /// The KV cache layout (for KV transfer handshakes); empty for engines without a cache.
   virtual KvLayout kv_layout() const { return {}; }
+  /// "" when a request may ask for `kv_budget` (> 0) tokens of KV per sequence
+  /// (RequestOptions::kv_budget), else why not, naming the field.
+  virtual std::string kv_budget_error(int kv_budget) const {
+    (void)kv_budget;
+    return "kv_budget is not supported by this server";
+  }
   /// Whether a request submitted now can be served (a router: some worker is healthy).
   /// Empty when ready, else the reason (shown by /health, which then answers 503).
   virtual std::string not_ready_reason() const { return {}; }

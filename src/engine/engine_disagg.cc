@@ -28,7 +28,10 @@ bool EngineImpl::wants_remote_prefill(Sequence& s) {
   const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;  // has generated tokens
   const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
   const bool first_decision = s.cached_tokens < 0;
-  const bool remote = !resumed && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
+  // h2o ranks positions by the attention mass of every prompt query, which a prefill
+  // worker does not send: such sequences prefill locally (streaming ones go remote).
+  const bool h2o = s.kv_budget > 0 && cfg_.kv_evict.needs_attention_mass();
+  const bool remote = !resumed && !h2o && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
   if (first_decision && cfg_.transfer_metrics) {
     if (remote) cfg_.transfer_metrics->add_remote_prefill();
     else cfg_.transfer_metrics->add_local_prefill();

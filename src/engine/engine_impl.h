@@ -75,6 +75,7 @@ class EngineImpl final : public Engine {
   MetricsSnapshot metrics() const override;
   void shutdown() override;
   KvLayout kv_layout() const override { return blocks_.layout(); }
+  std::string kv_budget_error(int kv_budget) const override;
 
  private:
   bool wants_remote_prefill(Sequence& s);
@@ -127,6 +128,7 @@ class EngineImpl final : public Engine {
   bool stop_ = false;
   std::thread loop_;
   std::atomic<int64_t> next_id_{1};
+  std::vector<float> attn_mass_;  // engine thread: the step's H2O attention-mass rows (Batch::attn_mass)
 
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
   std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_awaiting_kv_{0}, stats_preemptions_{0};

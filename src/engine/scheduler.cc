@@ -16,8 +16,17 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
   waiting_.insert(pos, std::move(seq));
 }
 
+int Scheduler::copies_after(const Sequence& s, int n_tokens) const {
+  const int done = s.num_computed + n_tokens;
+  if (s.kv_budget <= 0 || done < s.role_prompt_len || done - s.kv.num_evicted <= s.kv_budget) return 0;
+  return kv_.eviction_copies(s.kv, s.kv_budget);
+}
+
 bool Scheduler::ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan) {
-  while (!kv_.allocate_slots(s.kv, s.num_computed + n_tokens)) {
+  // Also room for the copies of the eviction that follows (token eviction), so it cannot
+  // fail for want of a block: the lowest-priority sequences make room, as for slots.
+  while (!kv_.allocate_slots(s.kv, s.num_computed + n_tokens) ||
+         !kv_.can_take(reserved_copies_ + copies_after(s, n_tokens))) {
     // Preempt the worst running sequence that is not yet in this step's plan.
     auto victim = running_.end();
     for (auto it = running_.begin(); it != running_.end(); ++it) {
@@ -30,6 +39,7 @@ bool Scheduler::ensure_blocks(Sequence& s, int n_tokens, const std::vector<Sched
     preempt(victim);
     if (self) return false;
   }
+  reserved_copies_ += copies_after(s, n_tokens);
   return true;
 }
 
@@ -48,12 +58,17 @@ void Scheduler::preempt(std::list<std::unique_ptr<Sequence>>::iterator it) {
 
 int Scheduler::chunk(const Sequence& s, int budget) const {
   int n = std::min(s.num_uncomputed(), budget);
+  if (s.kv_budget > 0)  // token eviction: the prompt in chunks, then one token per step
+    n = std::min(n, s.num_computed < s.role_prompt_len ? s.role_prompt_len - s.num_computed : 1);
   if (cfg_.long_prefill_threshold > 0 && n > 1) n = std::min(n, cfg_.long_prefill_threshold);
   return n;
 }
 
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
-  if (kv_.prefix_caching() && s.kv.num_blocks() == 0) {
+  // A sequence with a kv_budget neither matches nor inserts (kv_.cache_full_blocks is a
+  // no-op without a match): h2o ranks by the mass of every prompt query, which a cached
+  // prefix would skip, and the prefix cache never holds a block eviction compacts.
+  if (kv_.prefix_caching() && s.kv.num_blocks() == 0 && s.kv_budget == 0) {
     // Reuse the longest cached prefix, but always compute at least one token (the last
     // one's logits are needed), and only prompt positions: cached blocks hold prompt-role
     // K/V, while generated tokens (a preempted or resumed sequence) are recomputed in the
@@ -63,10 +78,12 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt
-  if (!kv_.allocate_slots(s.kv, s.num_computed + n_out)) {
+  const int copies = remote ? 0 : copies_after(s, n_out);
+  if (!kv_.allocate_slots(s.kv, s.num_computed + n_out) || !kv_.can_take(reserved_copies_ + copies)) {
     free_blocks(s);  // give back the prefix-cache hits; they stay cached
     return Admit::kNoRoom;
   }
+  reserved_copies_ += copies;
   if (s.cached_tokens < 0) {  // first admission: account the prefix-cache lookup
     s.cached_tokens = s.num_computed;
     if (kv_.prefix_caching()) {
@@ -80,6 +97,7 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
 std::vector<ScheduledSeq> Scheduler::schedule() {
   std::vector<ScheduledSeq> plan;
   int budget = cfg_.max_batched_tokens;
+  reserved_copies_ = 0;
 
   std::vector<Sequence*> order;
   for (auto& s : running_) order.push_back(s.get());
@@ -123,6 +141,17 @@ void Scheduler::on_computed(Sequence& s) {
   // Only blocks made entirely of prompt tokens are shared: they are computed the same way
   // (prompt role, see model::Batch::gemm_order) whichever request computes them.
   kv_.cache_full_blocks(s.kv, s.tokens.data(), std::min(s.num_computed, s.role_prompt_len));
+  if (s.kv_budget > 0 && s.num_computed >= s.role_prompt_len &&
+      !kv_.evict_tokens(s.kv, s.num_computed, cfg_.token_eviction, s.kv_budget)) {
+    // No free block for the copy of a shared block: recompute later rather than attend to
+    // more than the budget, so the KV never differs from a lone run's (the recompute
+    // replays the same evictions). The sequence object stays valid for the caller.
+    for (auto it = running_.begin(); it != running_.end(); ++it)
+      if (it->get() == &s) {
+        preempt(it);
+        break;
+      }
+  }
 }
 
 Sequence* Scheduler::find_awaiting(int64_t seq_id, int choice_index) {
@@ -135,14 +164,14 @@ void Scheduler::remote_done(Sequence& seq, bool ok) {
   for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it) {
     if (it->get() != &seq) continue;
     seq.remote_tried = true;
+    running_.push_back(std::move(*it));
+    awaiting_.erase(it);
     if (ok) {
       seq.num_computed = static_cast<int>(seq.tokens.size());
-      on_computed(seq);
+      on_computed(seq);  // may evict (a decode worker's --kv-budget)
     } else {
       seq.num_computed = seq.kv.num_cached_blocks * kv_.block_size();  // recompute past the cached prefix
     }
-    running_.push_back(std::move(*it));
-    awaiting_.erase(it);
     return;
   }
 }

@@ -24,6 +24,7 @@ struct SchedulerConfig {
   int max_seqs = 64;              // running sequences at most
   int long_prefill_threshold = 0;  // max prompt tokens of one sequence per step (0 = budget)
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  kv::TokenEvictionConfig token_eviction;  // for sequences with a kv_budget
 };
 
 /// A sequence's share of one step: run tokens [num_computed, num_computed + n_tokens).
@@ -49,7 +50,18 @@ class Scheduler {
   /// sequence not yet in the plan (its blocks are freed; it is recomputed later).
   std::vector<ScheduledSeq> schedule();
 
-  /// After a forward pass: caches the full prompt blocks `seq` has filled.
+  /// After a forward pass: caches the full prompt blocks `seq` has filled, and, for a
+  /// sequence with a kv_budget whose prompt is complete, evicts down to the budget.
+  ///
+  /// Eviction points (so a recompute after preemption re-evicts exactly as the first run):
+  /// the prompt (role_prompt_len tokens) is computed with full attention, in any chunks,
+  /// then evicted to the budget; from then on one token per step (chunk() gives such a
+  /// sequence one token at a time, also when recomputing), each followed by an eviction.
+  /// The h2o attention mass is added per token in position order, so it does not depend on
+  /// the chunking. Sequences with a budget do not use the prefix cache (no match, no
+  /// insert): h2o needs the mass of every prompt query, and the prefix cache then never
+  /// holds a block that eviction compacts. Blocks shared with n > 1 siblings are copied
+  /// before compaction; schedule() keeps room for those copies (eviction_copies).
   void on_computed(Sequence& seq);
 
   /// Decides at admission whether a sequence's prompt KV comes from a prefill worker
@@ -88,6 +100,8 @@ class Scheduler {
   enum class Admit { kRun, kRemote, kNoRoom };
   Admit admit(Sequence& s, int budget, int& n_out);
   int chunk(const Sequence& s, int budget) const;
+  /// Blocks the token eviction after running n_tokens of `s` may copy (0 when it does not evict then).
+  int copies_after(const Sequence& s, int n_tokens) const;
   void free_blocks(Sequence& s);
   void preempt(std::list<std::unique_ptr<Sequence>>::iterator it);
 
@@ -99,6 +113,7 @@ class Scheduler {
   std::vector<Sequence*> started_remote_;
   std::function<bool(Sequence&)> remote_decider_;
   int64_t num_preemptions_ = 0;
+  int reserved_copies_ = 0;  // this step's token-eviction copy-on-write blocks (eviction_copies)
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 

@@ -64,6 +64,7 @@ struct Sequence {
     c->role_prompt_len = role_prompt_len;
     c->matcher = matcher;
     c->grammar_state = matcher ? matcher->initial_state() : 0;
+    c->kv_budget = kv_budget;
     return c;
   }
 
@@ -83,6 +84,7 @@ struct Sequence {
   std::mt19937_64 rng;
   OutputProcessor output;     // generated tokens ▸ stream deltas
   int num_preemptions = 0;
+  int kv_budget = 0;          // KV entries kept (token eviction, kv/token_eviction.h); 0 = all
 
   // Structured output: the request's grammar (shared) and this choice's state in it,
   // advanced by every token appended (null: unconstrained).

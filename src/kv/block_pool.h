@@ -40,6 +40,8 @@ class BlockPool {
   /// or stays cached when the prefix cache holds it.
   void decref(int32_t block);
   int32_t ref_count(int32_t block) const { return ref_[block]; }
+  /// Whether the prefix cache holds `block` (set_cached and not yet released).
+  bool in_prefix_cache(int32_t block) const { return cached_[block] != 0; }
 
  private:
   void push_free(int32_t b);

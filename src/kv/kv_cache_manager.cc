@@ -34,12 +34,12 @@ bool KvCacheManager::take_blocks(int n, std::vector<int32_t>& out) {
 }
 
 bool KvCacheManager::allocate_slots(KvSeq& seq, int num_tokens) {
-  const int64_t need = blocks_for(num_tokens) - seq.num_blocks();
+  const int64_t need = blocks_for(num_tokens - seq.num_evicted) - seq.num_blocks();
   return need <= 0 || take_blocks(static_cast<int>(need), seq.block_table.blocks);
 }
 
 void KvCacheManager::cache_full_blocks(KvSeq& seq, const int32_t* tokens, int num_tokens) {
-  if (!cache_ || !seq.cache_node) return;
+  if (!cache_ || !seq.cache_node || seq.num_evicted > 0) return;
   const int full = std::min(num_tokens / block_size(), seq.num_blocks());
   auto* node = node_of(seq);
   for (int b = seq.num_cached_blocks; b < full; ++b)
@@ -50,6 +50,7 @@ void KvCacheManager::cache_full_blocks(KvSeq& seq, const int32_t* tokens, int nu
 
 bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
   assert(child.block_table.blocks.empty() && !child.cache_node);
+  num_tokens -= parent.num_evicted;  // the parent's kept entries
   const int full = num_tokens / block_size();
   const bool partial = num_tokens % block_size() != 0;
   std::vector<int32_t> copy;
@@ -62,6 +63,9 @@ bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
     storage_.copy_block(parent.block_table.blocks[full], copy[0]);
     child.block_table.blocks.push_back(copy[0]);
   }
+  child.num_evicted = parent.num_evicted;
+  child.kept_positions = parent.kept_positions;
+  child.attn_mass = parent.attn_mass;
   child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
   if (parent.cache_node) {
     // The child's cached path is the parent's (its first num_cached_blocks blocks).
@@ -79,6 +83,9 @@ void KvCacheManager::free(KvSeq& seq) {
   if (seq.cache_node) cache_->unlock(node_of(seq));
   seq.cache_node = nullptr;
   seq.num_cached_blocks = 0;
+  seq.num_evicted = 0;
+  seq.kept_positions.clear();
+  seq.attn_mass.clear();
 }
 
 KvUsage KvCacheManager::usage() const {

@@ -16,6 +16,7 @@
 #include "kv/block_table.h"
 #include "kv/eviction_policy.h"
 #include "kv/kv_cache.h"
+#include "kv/token_eviction.h"
 
 namespace pdserve::kv {
 
@@ -32,7 +33,22 @@ struct KvSeq {
   /// set. Opaque outside the manager.
   void* cache_node = nullptr;
 
+  // Token eviction (--kv-budget, kv/token_eviction.h). Slot i of the block table holds the
+  // i-th kept position: position kept_position(i). Before any eviction slot i = position i.
+  /// Positions evicted so far: a sequence with num_computed tokens has num_computed -
+  /// num_evicted KV entries, and the next token's slot index is its position - num_evicted.
+  int num_evicted = 0;
+  /// Positions of the first kept_positions.size() entries (set by the last eviction); the
+  /// entries after them are positions i + num_evicted (appended since).
+  std::vector<int32_t> kept_positions;
+  /// h2o: accumulated attention mass per kept entry (kv::add_attention_mass).
+  std::vector<float> attn_mass;
+
   int num_blocks() const { return static_cast<int>(block_table.blocks.size()); }
+  /// RoPE position of kept entry i.
+  int kept_position(int i) const {
+    return i < static_cast<int>(kept_positions.size()) ? kept_positions[i] : i + num_evicted;
+  }
 };
 
 /// Block counts; used + cached + free == total.
@@ -65,7 +81,7 @@ class KvCacheManager {
   /// Returns the tokens hit (a multiple of the block size; 0 without prefix caching).
   int match_prefix(KvSeq& seq, const std::string& ns, const int32_t* tokens, int max_tokens);
 
-  /// Gives `seq` slots for positions [0, num_tokens), evicting unreferenced cached
+  /// Gives `seq` slots for positions [0, num_tokens) (less its evicted ones), evicting unreferenced cached
   /// blocks when the free list is short. All or nothing: false (and nothing taken) when
   /// the pool cannot supply them.
   bool allocate_slots(KvSeq& seq, int num_tokens);
@@ -77,12 +93,29 @@ class KvCacheManager {
 
   /// Copy-on-write fork: `child` (holding no blocks) shares `parent`'s full blocks of
   /// positions [0, num_tokens) and gets a private copy of the partial last one. False
-  /// (child unchanged) when no block is free for that copy.
+  /// (child unchanged) when no block is free for that copy. A parent that evicted tokens
+  /// passes its kept entries and eviction state (kept positions, attention mass) on.
   bool fork(const KvSeq& parent, int num_tokens, KvSeq& child);
 
   /// Drops `seq`'s blocks, tail first (so a prefix outlives its tails in the LRU order),
-  /// and its lock; blocks the radix cache holds stay cached.
+  /// and its lock; blocks the radix cache holds stay cached. Resets the eviction state.
   void free(KvSeq& seq);
+
+  /// Token eviction (kv/token_eviction.h): when `seq`, having computed `num_tokens`
+  /// positions, holds more than `budget` (> 0) entries, keeps kv::select_kept's and
+  /// compacts them into the leading slots of its block table (order kept), so whole
+  /// blocks at the tail return to the pool. Blocks another holder can see (a ref count > 1:
+  /// a fork's sibling; or held by the radix cache) are never written: a block from the
+  /// first moved entry on that is shared is replaced by a fresh copy (copy-on-write), and
+  /// the sequence lets go of its radix-cache lock. Cost: one K and V row copy per layer
+  /// for every kept entry after the first evicted one. False (nothing changed) when the
+  /// pool cannot supply the copies; eviction is then retried at the next call.
+  bool evict_tokens(KvSeq& seq, int num_tokens, const TokenEvictionConfig& cfg, int budget);
+  /// An upper bound of the fresh blocks evict_tokens(seq, ..., budget) may take: the
+  /// blocks among seq's first blocks_for(budget) that others can see.
+  int eviction_copies(const KvSeq& seq, int budget) const;
+  /// Whether `n` blocks could be taken now (free, or cached and evictable).
+  bool can_take(int n) const;
 
   KvUsage usage() const;
   /// Radix-cache namespaces currently alive (0 or more; each has blocks or a lock).

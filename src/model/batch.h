@@ -35,11 +35,23 @@ struct Batch {
   /// in decode order, as the reference runs them on its one output token per prompt.
   std::vector<uint8_t> gemm_order;
 
+  /// Per token (empty = positions[i] + 1 each): how many KV entries of its sequence token i
+  /// attends to, through its block table — fewer than positions[i] + 1 once the sequence
+  /// has evicted tokens (--kv-budget; kv::KvSeq::num_evicted). positions[i] stays the RoPE
+  /// position.
+  std::vector<int32_t> n_keys;
+  /// Per token (empty = none): where to add its attention mass for H2O eviction — a row of
+  /// n_keys floats (the keys' softmax probabilities summed over every query head of every
+  /// layer, layer by layer, heads in order; kernels::attention_mass_group), or nullptr.
+  std::vector<float*> attn_mass;
+
   /// Called with the layer index as soon as that layer's K/V for every token of the
   /// batch are in the cache (layer-wise KV streaming on a prefill worker); may be empty.
   std::function<void(int layer)> after_layer;
 
   int n_tokens() const { return static_cast<int>(tokens.size()); }
+  /// Keys token i attends to.
+  int keys_of(int i) const { return n_keys.empty() ? positions[i] + 1 : n_keys[i]; }
 };
 
 }  // namespace pdserve::model

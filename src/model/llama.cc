@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include "kernels/attention_scores.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
@@ -73,7 +74,8 @@ const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLay
   for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x + static_cast<size_t>(t) * E);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
-  for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.positions[t] + 1} * nq;
+  for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.keys_of(t)} * nq;
+  const bool want_mass = !batch.attn_mass.empty();
   // Attention tasks: the smallest split of each GQA group into parts that gives every thread
   // the same number of tasks, or at least 4 tasks per thread.
   const int attn_threads = kernels::worth_parallel(attn_work) ? omp_get_max_threads() : 1;
@@ -112,9 +114,21 @@ const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLay
         for (int part = 0; part < attn_parts; ++part) {
           const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
           kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
-                                         batch.block_tables[batch.seq_ids[t]], batch.positions[t] + 1, scale,
+                                         batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), scale,
                                          &attn[size_t(t) * nq + h0 * hd]);
         }
+    if (want_mass) {
+      // H2O attention mass: a second pass over K (kernels/attention_scores.h), one task per
+      // token so each row gets its heads' probabilities in a fixed order.
+#pragma omp parallel for schedule(dynamic, 1) if (attn_threads > 1)
+      for (int t = 0; t < n; ++t) {
+        float* mass = batch.attn_mass[t];
+        if (!mass) continue;
+        for (int g = 0; g < c.n_head_kv; ++g)
+          kernels::attention_mass_group(&q[size_t(t) * nq + g * group * hd], group, cache, g,
+                                        batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), scale, mass);
+      }
+    }
     kernels::matmul(L.wo, attn, n, proj, order);
     kernels::add_inplace(x, proj, n * E);
 

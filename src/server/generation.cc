@@ -82,6 +82,9 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
   opts.n = req.n;
   opts.priority = req.priority;
   opts.cache_salt = req.cache_salt;
+  opts.kv_budget = req.kv_budget;
+  if (req.kv_budget > 0)
+    if (std::string why = engine.kv_budget_error(req.kv_budget); !why.empty()) return bad_request(why, "kv_budget");
   for (const auto& prompt : prompts) {
     // One engine request per prompt; its n choices share the prompt's KV blocks and
     // choice k samples with seed + k.

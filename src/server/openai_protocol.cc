@@ -209,6 +209,14 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   std::optional<std::string> cache_salt;
   PDS_TRY(read_string(obj, "cache_salt", cache_salt));
   if (cache_salt) r.cache_salt = *cache_salt;
+  // Extension: KV tokens kept per sequence (token eviction, --kv-budget); checked against
+  // the engine's limits at submission.
+  std::optional<int64_t> kv_budget;
+  PDS_TRY(read_int(obj, "kv_budget", kv_budget));
+  if (kv_budget) {
+    if (*kv_budget < 1) return value_error("kv_budget", "an integer >= 1", obj["kv_budget"]);
+    r.kv_budget = clamp_int(*kv_budget);
+  }
 
   // Standard fields we cannot honour: accepted only at their neutral values.
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {

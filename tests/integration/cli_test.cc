@@ -142,6 +142,25 @@ TEST(Cli, KvDtypeThatDoesNotFitTheHeadDimIsRefused) {
   }
 }
 
+TEST(Cli, KvBudgetFlags) {
+  const std::string gen = "generate --model ../shared/models/stories260K.gguf -p 'Once upon a time' --ids";
+  expect_one_line_error(run(gen + " --kv-budget 3"), "--kv-budget 3 is below --kv-sinks + --kv-recent");
+  expect_one_line_error(run(gen + " --kv-budget 10 --kv-sinks 4 --kv-recent 8"), "--kv-budget 10");
+  EXPECT_NE(run(gen + " --kv-budget 64 --kv-recent 1.5").exit_code, 0);
+  EXPECT_NE(run(gen + " --kv-evict lru").err.find("--kv-evict: lru not in {h2o,streaming}"), std::string::npos);
+  // Budget 0 is today's output, bit for bit.
+  const RunResult plain = run(gen + " -n 40");
+  const RunResult zero = run(gen + " -n 40 --kv-budget 0 --kv-evict streaming --kv-sinks 2");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(zero.out, plain.out);
+  // A pool of 16 tokens cannot hold 100 more without a budget; with one it generates them.
+  const std::string tiny = gen + " -n 100 --block-size 4 --num-kv-blocks 4";
+  EXPECT_NE(run(tiny).exit_code, 0);
+  const RunResult budget = run(tiny + " --kv-budget 8 --kv-sinks 2 --kv-recent 2");
+  ASSERT_EQ(budget.exit_code, 0) << budget.err;
+  EXPECT_GT(parse_ids(budget.out).size(), 16u);  // past the pool (EOS may end it before 100)
+}
+
 TEST(Cli, BadModelFilesGiveOneLineErrors) {
   for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
     expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");

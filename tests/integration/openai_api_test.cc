@@ -288,6 +288,18 @@ TEST_F(OpenAiApi, ErrorsKeepTheServerServing) {
   EXPECT_TRUE(wait_idle());
 }
 
+// The kv_budget extension (token eviction): below the server's minimum (--kv-sinks +
+// --kv-recent) or not a positive integer => 400 naming the field; a valid one generates.
+TEST_F(OpenAiApi, KvBudgetFieldIsCheckedAndHonoured) {
+  for (const json& bad : {json(3), json(0), json("16")}) {
+    json r = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}, {"kv_budget", bad}}, 400);
+    EXPECT_EQ(r["error"]["param"], "kv_budget") << bad.dump();
+  }
+  json ok = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 60}, {"ignore_eos", true}, {"kv_budget", 16}});
+  EXPECT_EQ(ok["usage"]["completion_tokens"], 60);
+  EXPECT_TRUE(wait_idle());
+}
+
 // Disconnects are tested in serve_e2e_test.cc (on a model slow enough that only the
 // abort can free the blocks in time) and, for the abort call itself, in server_http_test.cc.
 
