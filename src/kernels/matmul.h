@@ -55,13 +55,18 @@ bool has_quant_kernel(Isa isa, gguf::GgmlType t);
 ///     through GEMM and the ragged rest through GEMV).
 /// Flag values: 0 = decode token (or a 1-token prompt); 1 = prompt token the reference
 /// multiplies in a GEMM; 2 = prompt token in the ragged tail (the last prompt_len % 4 of
-/// the prompt): still tinyBLAS for float weights, GEMV for repacked quantised weights.
+/// the prompt): still tinyBLAS for float weights, GEMV for repacked quantised weights;
+/// either plus kGemmTiledBatch when the token's micro-batch has >= 8 tokens (llama.cpp's
+/// tiled K-quant matmul then takes the K-quants that are not repacked: quants.h kTiled).
 /// gemm_order_flag() computes it.
 /// Batch invariant: each y[t][r] is one dot product whose order depends only on the
 /// weight shape and the token's own flag, so a token's result is bit-identical whatever
 /// n_tokens is and whatever else is in x.
 void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const uint8_t* gemm_order,
             Isa isa = Isa::kAuto);
+
+/// gemm_order flag bit: the token's micro-batch has >= 8 tokens (see matmul()).
+constexpr uint8_t kGemmTiledBatch = 4;
 
 /// One weight matrix and its output ([n_tokens][w->rows]) in a matmul_multi().
 struct MatmulJob {
@@ -85,7 +90,8 @@ inline uint8_t gemm_order_flag(int64_t pos, int64_t prompt_len, int64_t ubatch =
   const int64_t start = pos / ubatch * ubatch;
   const int64_t len = std::min(ubatch, prompt_len - start);
   if (len < 2) return 0;  // a 1-token micro-batch is a decode-shaped mul_mat
-  return pos - start < len - len % 4 ? 1 : 2;
+  const uint8_t tiled = len >= 8 ? kGemmTiledBatch : 0;  // ggml_tiled_min_batch
+  return static_cast<uint8_t>((pos - start < len - len % 4 ? 1 : 2) | tiled);
 }
 
 /// Copies row `r` of `w` into `out` as float32 (embedding lookup).

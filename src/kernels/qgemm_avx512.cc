@@ -12,8 +12,10 @@ QKernel qgemm_avx512vnni(gguf::GgmlType t, QOrder order) {
     case GgmlType::Q8_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
       return avx512::legacy_pair_kernel(t);
     case GgmlType::Q4_K:
+      if (order == QOrder::kTiled) return {};  // the AVX2 kernel (matmul.cc falls back)
       return order == QOrder::kVecDot ? avx512::kquant_pair_kernel(t) : avx512::q4_K_row_kernel(order);
     case GgmlType::Q5_K: case GgmlType::Q6_K:
+      if (order == QOrder::kTiled) return {};
       return avx512::kquant_pair_kernel(t);
     default:
       return {};

@@ -487,3 +487,40 @@ float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool
 }
 
 }  // namespace pdserve::kernels
+
+namespace pdserve::kernels {
+
+// quants.h kTiled: llama.cpp's tiled K-quant microkernel (tiled-kernel.cpp, VNNI and AVX2
+// alike) per super-block: exact s1 / s2, r = (float) s1 · d (− dmin · s2 in one fma),
+// acc = fma(r, d_a, acc).
+float vec_dot_kquant_tiled_scalar(GgmlType t, const void* w, const void* act, int64_t n) {
+  const auto* a = static_cast<const ActQ8K*>(act);
+  uint8_t q[QK_K];
+  int sc[16], mn[8];
+  float d, dmin;
+  float acc = 0.f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    unpack_kquant(t, w, i, q, sc, mn, &d, &dmin);
+    int32_t s1 = 0, s2 = 0;
+    if (t == GgmlType::Q6_K) {
+      for (int j = 0; j < 16; ++j) {
+        int32_t raw = 0;
+        for (int e = 16 * j; e < 16 * j + 16; ++e) raw += int32_t{q[e]} * a[i].qs[e];
+        s1 += sc[j] * (raw - 32 * a[i].bsums[j]);
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        int32_t raw = 0;
+        for (int e = 32 * j; e < 32 * j + 32; ++e) raw += int32_t{q[e]} * a[i].qs[e];
+        s1 += sc[j] * raw;
+        s2 += mn[j] * a[i].bsum32[j];
+      }
+    }
+    float r = static_cast<float>(s1) * d;
+    if (t != GgmlType::Q6_K) r = std::fma(-dmin, static_cast<float>(s2), r);
+    acc = std::fma(r, a[i].d, acc);
+  }
+  return acc;
+}
+
+}  // namespace pdserve::kernels

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/matmul.h"  // kGemmTiledBatch
 #include "kernels/quant_types.h"
 
 namespace pdserve::kernels {
@@ -76,12 +77,18 @@ void quantize_act(GgmlType wt, const float* x, void* dst, int64_t n) {
 }
 
 QOrder quant_order(GgmlType t, int64_t rows, uint8_t flag) {
-  if ((t != GgmlType::Q4_0 && t != GgmlType::Q4_K) || rows % 8 != 0) return QOrder::kVecDot;
-  return flag == 1 ? QOrder::kRepackGemm : QOrder::kRepackGemv;
+  if ((t == GgmlType::Q4_0 || t == GgmlType::Q4_K) && rows % 8 == 0)
+    return (flag & 3) == 1 ? QOrder::kRepackGemm : QOrder::kRepackGemv;
+  // Q6_K stays in the vec_dot order: the Q4_K_M reference (llama.cpp 3f545bec, before
+  // the tiled matmul) needs it, and the Q5_K_M reference (build 11669, which would tile
+  // Q6_K too) matches either way. vec_dot_scalar(Q6_K, kTiled) is that build's order.
+  if ((t == GgmlType::Q4_K || t == GgmlType::Q5_K) && (flag & kGemmTiledBatch)) return QOrder::kTiled;
+  return QOrder::kVecDot;
 }
 
 float vec_dot_scalar(GgmlType wt, const void* w, const void* act, int64_t n, QOrder order) {
   if (order != QOrder::kVecDot && wt == GgmlType::Q4_0) return vec_dot_q4_0_repack_scalar(w, act, n);
+  if (order == QOrder::kTiled && is_kquant(wt)) return vec_dot_kquant_tiled_scalar(wt, w, act, n);
   if (order != QOrder::kVecDot && wt == GgmlType::Q4_K) return vec_dot_q4_K_repack_scalar(w, act, n, order == QOrder::kRepackGemm);
   return is_kquant(wt) ? vec_dot_kquant_scalar(wt, w, act, n) : vec_dot_legacy_scalar(wt, w, act, n);
 }

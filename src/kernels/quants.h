@@ -62,12 +62,22 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 ///    acc_m = fma((float) Σ_j m_j·bsum32_j, dmin_w*d_a, acc_m); result acc − acc_m.
 ///  * Q4_K GEMM (AVX-512 branch): the same, but one fma pair per 64 values (sub-blocks
 ///    2s, 2s+1, s = 0..3) instead of per super-block.
-enum class QOrder { kVecDot, kRepackGemv, kRepackGemm };
+///
+/// kTiled (K-quants that are not repacked) is the order of llama.cpp's tiled K-quant
+/// matmul (ggml-cpu/tiled/tiled.cpp + tiled-kernel.cpp, builds of 2026; the reference
+/// engine's build 11669 takes it for every mul_mat of >= 8 tokens): one float accumulator
+/// per (row, token), super-blocks in order, each with exact int32 sums
+/// s1 = Σ_j sc_j · Σ_{sub-block j} q·a (Q6_K: q − 32) and, for types with mins,
+/// s2 = Σ_j m_j · bsum_j; r = (float) s1 · d_w, then r = fma(−dmin_w, (float) s2, r);
+/// acc = fma(r, d_a, acc) (the AVX2 and AVX-512 VNNI microkernels alike).
+enum class QOrder { kVecDot, kRepackGemv, kRepackGemm, kTiled };
 /// The order llama.cpp's CPU backend (AVX2 / AVX-512 build) uses for a `rows`-row matrix of
 /// type `t` and a token with matmul flag `flag` (matmul.h): ggml_repack_get_optimal_repack_type
 /// repacks Q4_0 and Q4_K when rows % 8 == 0 (q4_0_8x8_q8_0, q4_K_8x8_q8_K); the repacked
 /// mul_mat sends tokens [0, n − n % 4) of its batch to the GEMM kernel (flag 1) and the
-/// rest to the GEMV kernel (flags 0 and 2). Everything else (Q6_K included) is not repacked.
+/// rest to the GEMV kernel (flags 0 and 2). Everything else (Q6_K included) is not repacked;
+/// of those Q4_K and Q5_K take kTiled when the flag has kGemmTiledBatch (matmul.h: a
+/// micro-batch of >= 8 tokens), else kVecDot (Q6_K always kVecDot: see quants.cc).
 QOrder quant_order(gguf::GgmlType t, int64_t rows, uint8_t flag = 0);
 float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t n, QOrder order = QOrder::kVecDot);
 
@@ -89,6 +99,8 @@ void quantize_act_q8_k(const float* x, void* dst, int64_t n);
 }
 float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
 float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm);
+/// The kTiled order (QOrder) of a K-quant row.
+float vec_dot_kquant_tiled_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
 
 /// ggml's hsum_float_8 (ggml-cpu/arch/x86/quants.c): 128-bit halves added, then movehl,
 /// then movehdup — ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).

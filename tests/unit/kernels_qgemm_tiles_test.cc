@@ -76,10 +76,13 @@ std::vector<float> make_x(int n, int64_t cols, bool saturated, std::mt19937& rng
   return x;
 }
 
-/// Flags: all 0 (decode), all 1 (prompt GEMM), or mixed runs of 0 / 1 / 2.
+/// Flags: all 0 (decode), all 1 (prompt GEMM), mixed runs of 0 / 1 / 2, or (3) those
+/// mixed runs with kGemmTiledBatch on runs of two tokens (the K-quants' tiled order).
 std::vector<uint8_t> make_flags(int n, int pattern) {
   std::vector<uint8_t> f(n);
   for (int k = 0; k < n; ++k) f[k] = pattern == 0 ? 0 : pattern == 1 ? 1 : static_cast<uint8_t>((k / 3 + k % 2) % 3);
+  if (pattern == 3)
+    for (int k = 0; k < n; ++k) f[k] = static_cast<uint8_t>(f[k] | ((k / 2) % 2 ? kernels::kGemmTiledBatch : 0));
   return f;
 }
 
@@ -110,7 +113,7 @@ TEST(KernelsQgemmTiles, EverySimdPathEqualsScalarAtTileEdges) {
       for (int64_t rows : {1, 17, 40, 130}) {
         const Weights w = make_weights(t, rows, cols, rows == 40, rng);
         for (int n : {1, 2, 3, 16, 17, 33})
-          for (int pattern : {1, 2}) {
+          for (int pattern : {1, 2, 3}) {
             if (n == 1 && pattern == 2) continue;
             const std::vector<float> x = make_x(n, cols, n == 17, rng);
             expect_simd_same_as_scalar(w, x, n, make_flags(n, n == 1 ? 0 : pattern),
@@ -129,7 +132,8 @@ TEST(KernelsQgemmTiles, ExtremeValuesEqualScalar) {
     const Weights w = make_weights(t, rows, cols, true, rng);
     for (int n = 1; n <= 18; ++n) {
       const std::vector<float> x = make_x(n, cols, true, rng);
-      expect_simd_same_as_scalar(w, x, n, make_flags(n, 2), gguf::type_name(t) + " tokens " + std::to_string(n));
+      for (int pattern : {2, 3})
+        expect_simd_same_as_scalar(w, x, n, make_flags(n, pattern), gguf::type_name(t) + " tokens " + std::to_string(n));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/qgemm.h"
 #include "kernels/quant_types.h"
 #include "kernels/quants.h"
 
@@ -106,7 +107,7 @@ TEST(KernelsQuant, ScalarDotMatchesExactDotOfDequantisedOperands) {
       double exact = 0, mag = 0;
       for (int64_t i = 0; i < n; ++i) { exact += double(wd[i]) * ad[i]; mag += std::fabs(double(wd[i]) * ad[i]); }
       const double k = n / 32.0 + 16;
-      for (auto order : {kernels::QOrder::kVecDot, kernels::QOrder::kRepackGemv, kernels::QOrder::kRepackGemm}) {
+      for (auto order : {kernels::QOrder::kVecDot, kernels::QOrder::kRepackGemv, kernels::QOrder::kRepackGemm, kernels::QOrder::kTiled}) {
         const float got = kernels::vec_dot_scalar(t, wq.data(), act.data(), n, order);
         EXPECT_LE(std::fabs(got - exact), k * std::ldexp(1.0, -23) * mag) << "n " << n << " got " << got << " exact " << exact;
       }
@@ -196,7 +197,7 @@ void check_isa(kernels::Isa isa) {
         kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
         const std::vector<float> x = randn(n * cols, rng);
         std::vector<uint8_t> flags(n);
-        for (int k = 0; k < n; ++k) flags[k] = static_cast<uint8_t>((k * 7 + n) % 3);
+        for (int k = 0; k < n; ++k) flags[k] = static_cast<uint8_t>((k * 7 + n) % 3 | (k % 2 ? kernels::kGemmTiledBatch : 0));
         std::vector<float> ys(n * rows), yi(n * rows);
         kernels::matmul(w, x.data(), n, ys.data(), flags.data(), kernels::Isa::kScalar);
         kernels::matmul(w, x.data(), n, yi.data(), flags.data(), isa);
@@ -204,6 +205,39 @@ void check_isa(kernels::Isa isa) {
       }
   }
   if (!missing.empty()) GTEST_SKIP() << kernels::isa_name(isa) << ": no kernel yet for " << missing;
+}
+
+// The tiled order of every K-quant (quant_order picks it for Q4_K / Q5_K only; Q6_K's is
+// kept for the reference build that tiles it): the AVX2 kernel, called directly, equals
+// vec_dot_scalar(kTiled) bit for bit, and kTiled is not the vec_dot order.
+TEST(KernelsQuant, TiledOrderAvx2EqualsScalar) {
+  if (!kernels::isa_available(kernels::Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(31);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(gguf::type_name(t));
+    const int64_t rows = 21, cols = 1024;
+    const int n = 6;
+    const std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng);
+    std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
+    kernels::quantize(t, wf.data(), wq.data(), rows * cols);
+    const kernels::WeightView w{wq.data(), t, rows, cols, gguf::row_bytes(t, cols)};
+    const int64_t stride = kernels::act_row_bytes(t, cols);
+    AlignedBytes act(stride * n);
+    for (int k = 0; k < n; ++k) kernels::quantize_act(t, x.data() + k * cols, act.data() + k * stride, cols);
+    const kernels::QKernel kern = kernels::qgemm_avx2(t, kernels::QOrder::kTiled);
+    ASSERT_NE(kern.gemm, nullptr);
+    std::vector<float> y(n * rows);
+    kern.gemm(w, act.data(), stride, n, 0, rows, y.data(), rows, kernels::QOrder::kTiled);
+    int differs_from_vec_dot = 0;
+    for (int k = 0; k < n; ++k)
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* wr = wq.data() + r * w.row_bytes;
+        const uint8_t* a = act.data() + k * stride;
+        ASSERT_EQ(y[k * rows + r], kernels::vec_dot_scalar(t, wr, a, cols, kernels::QOrder::kTiled)) << "token " << k << " row " << r;
+        differs_from_vec_dot += y[k * rows + r] != kernels::vec_dot_scalar(t, wr, a, cols, kernels::QOrder::kVecDot);
+      }
+    EXPECT_GT(differs_from_vec_dot, 0);
+  }
 }
 
 TEST(KernelsQuant, Avx2PathEqualsScalarPath) { check_isa(kernels::Isa::kAvx2); }

@@ -128,6 +128,9 @@ TEST(ModelBatchInvariance, F16) { check_model("../shared/models/synth-llama-smal
 TEST(ModelBatchInvariance, Q8_0) { check_model("../shared/models/synth-llama-small-q8_0.gguf"); }
 TEST(ModelBatchInvariance, Q4_0) { check_model("../shared/models/synth-llama-small-q4_0.gguf"); }
 TEST(ModelBatchInvariance, Q4_K_M) { check_model("../shared/models/synth-llama-small-q4_k_m.gguf"); }
+// Q5_K takes the tiled order for prompts of >= 8 tokens and vec_dot for shorter ones and
+// decode, per token, whatever it is batched with.
+TEST(ModelBatchInvariance, Q5_K_M) { check_model("../shared/models/synth-llama-small-q5_k_m.gguf"); }
 TEST(ModelBatchInvariance, Qwen2Q8_0) { check_model("../shared/models/synth-qwen2-small-q8_0.gguf"); }
 
 }  // namespace

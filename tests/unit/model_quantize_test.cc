@@ -1,6 +1,6 @@
 // model::quantize_file reproduces llama-quantize: quantising synth-llama-small-f16.gguf to
 // Q8_0 and Q4_0 gives, tensor for tensor, the types and bytes of the shipped q8_0 / q4_0
-// files (the q4_0 file's output.weight is Q6_K). Also the type plan of the Q4_K_M mix.
+// files (the q4_0 file's output.weight is Q6_K), and the Q4_K_M / Q5_K_M mixes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -56,6 +56,15 @@ TEST(ModelQuantize, Q4_K_MTypePlanMatchesShippedFile) {
   const std::string out = tmp("pdserve-test-q4_k_m.gguf");
   ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q4_K_M").ok());
   expect_same_tensors(out, "../shared/models/synth-llama-small-q4_k_m.gguf", true);
+  std::filesystem::remove(out);
+}
+
+// Q5_K_M: types and bytes equal the shipped file (llama-quantize build 11669): Q5_K
+// (make_qkx2_quants with rmin -0.5, 15 steps) plus Q6_K on the use_more_bits layers.
+TEST(ModelQuantize, Q5_K_MMatchesShippedFileByteForByte) {
+  const std::string out = tmp("pdserve-test-q5_k_m.gguf");
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, "Q5_K_M").ok());
+  expect_same_tensors(out, "../shared/models/synth-llama-small-q5_k_m.gguf", true);
   std::filesystem::remove(out);
 }
 
