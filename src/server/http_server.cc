@@ -118,6 +118,7 @@ struct HttpServer::Impl {
   }
 
   void setup_routes();
+  void setup_api_routes();  // /v1/*, CORS preflight
   void watch(std::atomic<bool>& listen_done, int signals_at_start);
 
   engine::Engine& engine;
@@ -170,38 +171,8 @@ void HttpServer::Impl::setup_routes() {
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics(), engine.model_name()), "text/plain; version=0.0.4; charset=utf-8");
   });
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
-  });
-  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    if (id != engine.model_name()) {
-      send_error(res, model_not_found(id, 404));
-      return;
-    }
-    send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
-  });
-  // The body is read through a content reader so that cpp-httplib neither parses nor
-  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
-  const auto post = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-      std::string body;
-      read([&](const char* data, size_t n) {
-        body.append(data, n);
-        return true;
-      });
-      generation.handle(endpoint, req, body, res);
-    };
-  };
-  svr.Post("/v1/completions", post(Endpoint::Completions));
-  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
-  // CORS preflight for browser clients.
-  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-    res.set_header("Access-Control-Max-Age", "86400");
-  });
+  // A worker's metrics port: every other path answers 404 (the error handler below).
+  if (!cfg.metrics_only) setup_api_routes();
 
   // Every error status without a body of ours (unknown route, malformed HTTP, body too
   // large) gets an OpenAI-style JSON body.
@@ -237,6 +208,41 @@ void HttpServer::Impl::setup_routes() {
       });
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     PDS_LOG_DEBUG("{} {} {} -> {}", req.remote_addr, req.method, req.path, res.status);
+  });
+}
+
+void HttpServer::Impl::setup_api_routes() {
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
+  });
+  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != engine.model_name()) {
+      send_error(res, model_not_found(id, 404));
+      return;
+    }
+    send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
+  });
+  // The body is read through a content reader so that cpp-httplib neither parses nor
+  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
+  const auto post = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      read([&](const char* data, size_t n) {
+        body.append(data, n);
+        return true;
+      });
+      generation.handle(endpoint, req, body, res);
+    };
+  };
+  svr.Post("/v1/completions", post(Endpoint::Completions));
+  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
+  // CORS preflight for browser clients.
+  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.set_header("Access-Control-Max-Age", "86400");
   });
 }
 

@@ -17,6 +17,7 @@ struct ServerConfig {
   int port = 8080;          // 0 ⇒ any free port (see HttpServer::port())
   int http_threads = 256;   // connections served at once
   std::string api_key;      // non-empty ⇒ /v1/* needs `Authorization: Bearer <api_key>`
+  bool metrics_only = false;  // a worker's --metrics-port: only GET /metrics and /health (else 404)
 };
 
 class HttpServer {
