@@ -32,11 +32,15 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
   const std::string param = req.prompt_param();
   out.clear();
   if (req.endpoint == Endpoint::ChatCompletions) {
-    const std::string text = render(req.messages);
+    // Special tokens only in the template's text; message content is plain text.
+    std::vector<tokenizer::TextSpan> content;
+    const std::string text = tokenizer::render_chat(chat_template_, req.messages, /*add_generation_prompt=*/true,
+                                                    bos_text_, eos_text_, &content);
     // Templates that spell BOS in text (e.g. Llama 3) must not get a second one.
     bool add_bos = vocab.add_bos;
-    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0) add_bos = false;
-    out.push_back(tok_.encode(text, add_bos, /*parse_special=*/true));
+    const bool bos_in_template = content.empty() || content.front().offset >= bos_text_.size();
+    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0 && bos_in_template) add_bos = false;
+    out.push_back(tok_.encode_chat(text, add_bos, content));
   } else {
     for (const auto& p : req.prompts) {
       if (p.is_tokens) {

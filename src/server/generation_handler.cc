@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "server/http_connections.h"
 #include "server/http_util.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
@@ -89,6 +90,12 @@ struct GenerationHandler::FullResult {
 bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget) const {
   const auto until = std::chrono::steady_clock::now() + budget;
   while (!f.streams->done()) {
+    if (!f.aborting && client_disconnected()) {
+      // The client hung up before its answer: nobody will read it.
+      f.streams->abort_all();
+      f.aborting = true;
+      f.abort_deadline = std::chrono::steady_clock::now() + kAbortGrace;
+    }
     if (!f.aborting && stopping_ && stopping_->load()) {
       f.streams->abort_all();
       f.aborting = true;
