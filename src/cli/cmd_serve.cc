@@ -26,6 +26,15 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
                  "concurrent connections per client IP address (429 beyond)")
       ->default_val(256)
       ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--max-json-depth", a.max_json_depth, "deepest nesting of arrays/objects in a request body (400 beyond)")
+      ->default_val(64)
+      ->check(CLI::Range(2, 100000));
+  cmd.add_option("--max-stop-length", a.max_stop_length, "bytes of each stop string (400 beyond)")
+      ->default_val(256)
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  cmd.add_option("--max-prompt-tokens", a.max_prompt_tokens, "tokens of each prompt (400 beyond; 0 = the context length - 1)")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 30));
 }
 
 int serve_http(engine::Engine& engine, const HttpArgs& a) {
@@ -38,6 +47,9 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.header_timeout_s = a.http_header_timeout;
   sc.idle_timeout_s = a.http_idle_timeout;
   sc.max_connections_per_client = a.max_connections_per_client;
+  sc.request_limits.max_json_depth = a.max_json_depth;
+  sc.request_limits.max_stop_bytes = a.max_stop_length;
+  sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
   server::HttpServer srv(engine, sc);
   const int rc = srv.run();
   engine.shutdown();

@@ -29,8 +29,8 @@ constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
 
 GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
-                                     const std::atomic<bool>* stopping)
-    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping) {}
+                                     const std::atomic<bool>* stopping, RequestLimits limits)
+    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping), limits_(limits) {}
 
 ResponseMeta GenerationHandler::new_meta(Endpoint endpoint) const {
   return ResponseMeta{
@@ -49,10 +49,18 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, unavailable("The server is shutting down."));
     return;
   }
+  if (auto err = check_json_depth(body, limits_.max_json_depth)) {
+    send_error(res, *err);
+    return;
+  }
   ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(body)
                                                                 : parse_completion_request(body);
   if (!parsed.ok()) {
     send_error(res, *parsed.error);
+    return;
+  }
+  if (auto err = check_request_limits(parsed.request, limits_)) {
+    send_error(res, *err);
     return;
   }
   const GenerationRequest& r = parsed.request;
@@ -62,6 +70,10 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
   }
   std::vector<std::vector<int32_t>> prompts;
   if (auto err = encoder_.encode(r, engine_.context_length(), prompts)) {
+    send_error(res, *err);
+    return;
+  }
+  if (auto err = check_prompt_tokens(r, prompts, limits_)) {
     send_error(res, *err);
     return;
   }

@@ -113,7 +113,7 @@ struct HttpServer::Impl {
         cfg(std::move(c)),
         created(unix_seconds()),
         chat_template(detect_template(e)),
-        generation(e, chat_template, &stopping),
+        generation(e, chat_template, &stopping, cfg.request_limits),
         svr(connection_limits(cfg)) {
     setup_routes();
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/request_limits.h"
 
 namespace pdserve::server {
 
@@ -22,6 +23,7 @@ struct ServerConfig {
   double header_timeout_s = 10;         // --http-header-timeout: request head deadline (408)
   double idle_timeout_s = 5;            // --http-idle-timeout: keep-alive silence allowed
   int max_connections_per_client = 256; // --max-connections-per-client (429 beyond)
+  RequestLimits request_limits;         // --max-json-depth, --max-stop-length, --max-prompt-tokens
 };
 
 class HttpServer {
