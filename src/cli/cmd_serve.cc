@@ -13,6 +13,28 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
       ->default_val(256)
       ->check(CLI::Range(1, 4096));
   cmd.add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd.add_option("--max-body-bytes", a.max_body_bytes, "largest request body (413 beyond)")
+      ->default_val(8u << 20)
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 32));
+  cmd.add_option("--http-header-timeout", a.http_header_timeout, "seconds for a request's line and headers (408 beyond)")
+      ->default_val(10)
+      ->check(kFinite & CLI::Range(0.01, 3600.0));
+  cmd.add_option("--http-idle-timeout", a.http_idle_timeout, "seconds a keep-alive connection may stay silent")
+      ->default_val(5)
+      ->check(kFinite & CLI::Range(0.01, 3600.0));
+  cmd.add_option("--max-connections-per-client", a.max_connections_per_client,
+                 "concurrent connections per client IP address (429 beyond)")
+      ->default_val(256)
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--max-json-depth", a.max_json_depth, "deepest nesting of arrays/objects in a request body (400 beyond)")
+      ->default_val(64)
+      ->check(CLI::Range(2, 100000));
+  cmd.add_option("--max-stop-length", a.max_stop_length, "bytes of each stop string (400 beyond)")
+      ->default_val(256)
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  cmd.add_option("--max-prompt-tokens", a.max_prompt_tokens, "tokens of each prompt (400 beyond; 0 = the context length - 1)")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 30));
 }
 
 int serve_http(engine::Engine& engine, const HttpArgs& a) {
@@ -21,6 +43,13 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.port = a.port;
   sc.http_threads = a.http_threads;
   sc.api_key = a.api_key;
+  sc.max_body_bytes = a.max_body_bytes;
+  sc.header_timeout_s = a.http_header_timeout;
+  sc.idle_timeout_s = a.http_idle_timeout;
+  sc.max_connections_per_client = a.max_connections_per_client;
+  sc.request_limits.max_json_depth = a.max_json_depth;
+  sc.request_limits.max_stop_bytes = a.max_stop_length;
+  sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
   server::HttpServer srv(engine, sc);
   const int rc = srv.run();
   engine.shutdown();

@@ -57,6 +57,7 @@ int serve_worker(WorkerArgs& a, engine::Engine& eng, grpc::Service& service, con
     server::ServerConfig sc;
     sc.host = a.host;
     sc.port = a.metrics_port;
+    sc.metrics_only = true;
     http = std::make_unique<server::HttpServer>(eng, sc);
     http_thread = std::thread([&] { http_rc = http->run(); });
   }

@@ -35,6 +35,13 @@ struct HttpArgs {
   int port = 8080;
   int http_threads = 256;
   std::string api_key;
+  size_t max_body_bytes = 8u << 20;
+  double http_header_timeout = 10;
+  double http_idle_timeout = 5;
+  int max_connections_per_client = 256;
+  int max_json_depth = 64;
+  size_t max_stop_length = 256;
+  int max_prompt_tokens = 0;
 };
 /// Adds --host, --port, --http-threads, --api-key.
 void add_http_options(CLI::App& cmd, HttpArgs& a);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -128,7 +129,11 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   auto send_jobs = [&]() -> grpc::Status {
     QueueSink::Job job;
     while (sink->try_pop(job)) {
-      if (faults_.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.delay_ms));
+      // The injected delay models a slow link: a cancelled call stops waiting at once.
+      for (int waited = 0; waited < faults_.delay_ms; waited += 10) {
+        if (ctx->IsCancelled()) return {grpc::StatusCode::CANCELLED, "cancelled by the decode worker"};
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10, faults_.delay_ms - waited)));
+      }
       if (sent == faults_.drop_after_blocks) return {grpc::StatusCode::UNAVAILABLE, "fault injection: stream dropped"};
       std::vector<const uint8_t*> k, v;
       for (int i = 0; i < job.count; ++i) {

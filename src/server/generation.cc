@@ -12,6 +12,25 @@ std::string vocab_piece(const tokenizer::Vocab& v, int32_t id) {
   return v.tokens[static_cast<size_t>(id)];
 }
 
+/// B such that no text of more than n·B bytes tokenizes to n tokens or fewer, or 0 when
+/// the vocabulary gives no such bound. Every token covers a disjoint span of the input
+/// of at most B bytes (its piece, or its text for special tokens), unless the tokenizer
+/// drops input: stripping whitespace next to special tokens, or a byte that no token
+/// encodes (checked here for each byte value).
+size_t bytes_per_token_bound(const tokenizer::Tokenizer& tok) {
+  const tokenizer::Vocab& v = tok.vocab();
+  for (uint8_t f : v.strip)
+    if (f) return 0;
+  for (int b = 0; b < 256; ++b) {
+    const std::string s(1, static_cast<char>(b));
+    if (tok.decode(tok.encode(s, false, false)).find(s) == std::string::npos) return 0;
+  }
+  size_t m = 1;
+  for (int32_t id = 0; id < v.size(); ++id)
+    m = std::max({m, tok.token_to_piece(id).size(), v.tokens[static_cast<size_t>(id)].size()});
+  return m;
+}
+
 }  // namespace
 
 PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
@@ -19,7 +38,20 @@ PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
     : tok_(tok),
       chat_template_(chat_template),
       bos_text_(vocab_piece(tok.vocab(), tok.vocab().bos_id)),
-      eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)) {}
+      eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)),
+      max_bytes_per_token_(bytes_per_token_bound(tok)) {}
+
+std::optional<ApiError> PromptEncoder::check_bytes(size_t bytes, int max_tokens, const GenerationRequest& req) const {
+  if (max_tokens <= 0 || max_bytes_per_token_ == 0) return std::nullopt;
+  if (static_cast<uint64_t>(bytes) <= static_cast<uint64_t>(max_tokens) * max_bytes_per_token_) return std::nullopt;
+  const std::string param = req.prompt_param();
+  return bad_request("This model's maximum context length is " + std::to_string(max_tokens) +
+                         " tokens. However, your prompt is " + std::to_string(bytes) +
+                         " bytes long, more than that many tokens can hold (at most " +
+                         std::to_string(max_bytes_per_token_) + " bytes per token). Please reduce the length of the " +
+                         (req.endpoint == Endpoint::ChatCompletions ? "messages." : "prompt."),
+                     param, std::string("context_length_exceeded"));
+}
 
 std::string PromptEncoder::render(const std::vector<tokenizer::ChatMessage>& messages) const {
   return tokenizer::render_chat(chat_template_, messages, /*add_generation_prompt=*/true, bos_text_,
@@ -32,11 +64,16 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
   const std::string param = req.prompt_param();
   out.clear();
   if (req.endpoint == Endpoint::ChatCompletions) {
-    const std::string text = render(req.messages);
+    // Special tokens only in the template's text; message content is plain text.
+    std::vector<tokenizer::TextSpan> content;
+    const std::string text = tokenizer::render_chat(chat_template_, req.messages, /*add_generation_prompt=*/true,
+                                                    bos_text_, eos_text_, &content);
+    if (auto err = check_bytes(text.size(), context_length, req)) return err;  // before tokenizing
     // Templates that spell BOS in text (e.g. Llama 3) must not get a second one.
     bool add_bos = vocab.add_bos;
-    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0) add_bos = false;
-    out.push_back(tok_.encode(text, add_bos, /*parse_special=*/true));
+    const bool bos_in_template = content.empty() || content.front().offset >= bos_text_.size();
+    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0 && bos_in_template) add_bos = false;
+    out.push_back(tok_.encode_chat(text, add_bos, content));
   } else {
     for (const auto& p : req.prompts) {
       if (p.is_tokens) {
@@ -52,6 +89,7 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
         }
         out.push_back(p.tokens);
       } else {
+        if (auto err = check_bytes(p.text.size(), context_length, req)) return err;  // before tokenizing
         out.push_back(tok_.encode(p.text, vocab.add_bos, /*parse_special=*/false));
       }
     }

@@ -30,17 +30,25 @@ class PromptEncoder {
   /// rendered with the chat template, tokenized with parse_special = true and BOS added
   /// unless the rendered text already starts with it. Errors (400, param prompt/messages):
   /// an empty prompt, an id outside the vocabulary, a prompt that leaves no room in a
-  /// context of `context_length` tokens (code "context_length_exceeded"; 0 ⇒ unchecked).
+  /// context of `context_length` tokens (code "context_length_exceeded"; 0 ⇒ unchecked) —
+  /// for text, already by its byte length when that exceeds what the context can hold.
   std::optional<ApiError> encode(const GenerationRequest& req, int context_length,
                                  std::vector<std::vector<int32_t>>& out) const;
 
   /// The prompt text the chat template makes of `messages` (with the generation prompt).
   std::string render(const std::vector<tokenizer::ChatMessage>& messages) const;
 
+  /// Bytes one token covers at most (0: the vocabulary gives no bound). A text prompt
+  /// longer than context_length × this is refused before it is tokenized.
+  size_t max_bytes_per_token() const { return max_bytes_per_token_; }
+
  private:
+  std::optional<ApiError> check_bytes(size_t bytes, int max_tokens, const GenerationRequest& req) const;
+
   const tokenizer::Tokenizer& tok_;
   tokenizer::ChatTemplateKind chat_template_;
   std::string bos_text_, eos_text_;
+  size_t max_bytes_per_token_ = 0;
 };
 
 /// The engine requests of one API request (prompts × n choices), read as one stream of

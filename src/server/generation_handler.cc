@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "server/http_connections.h"
 #include "server/http_util.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
@@ -28,8 +29,8 @@ constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
 
 GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
-                                     const std::atomic<bool>* stopping)
-    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping) {}
+                                     const std::atomic<bool>* stopping, RequestLimits limits)
+    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping), limits_(limits) {}
 
 ResponseMeta GenerationHandler::new_meta(Endpoint endpoint) const {
   return ResponseMeta{
@@ -48,10 +49,18 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, unavailable("The server is shutting down."));
     return;
   }
+  if (auto err = check_json_depth(body, limits_.max_json_depth)) {
+    send_error(res, *err);
+    return;
+  }
   ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(body)
                                                                 : parse_completion_request(body);
   if (!parsed.ok()) {
     send_error(res, *parsed.error);
+    return;
+  }
+  if (auto err = check_request_limits(parsed.request, limits_)) {
+    send_error(res, *err);
     return;
   }
   const GenerationRequest& r = parsed.request;
@@ -61,6 +70,10 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
   }
   std::vector<std::vector<int32_t>> prompts;
   if (auto err = encoder_.encode(r, engine_.context_length(), prompts)) {
+    send_error(res, *err);
+    return;
+  }
+  if (auto err = check_prompt_tokens(r, prompts, limits_)) {
     send_error(res, *err);
     return;
   }
@@ -89,6 +102,12 @@ struct GenerationHandler::FullResult {
 bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget) const {
   const auto until = std::chrono::steady_clock::now() + budget;
   while (!f.streams->done()) {
+    if (!f.aborting && client_disconnected()) {
+      // The client hung up before its answer: nobody will read it.
+      f.streams->abort_all();
+      f.aborting = true;
+      f.abort_deadline = std::chrono::steady_clock::now() + kAbortGrace;
+    }
     if (!f.aborting && stopping_ && stopping_->load()) {
       f.streams->abort_all();
       f.aborting = true;

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "server/generation.h"
+#include "server/request_limits.h"
 #include "server/openai_protocol.h"
 #include "tokenizer/chat_template.h"
 
@@ -18,7 +19,7 @@ class GenerationHandler {
   /// `stopping` (may be null) is set when the server shuts down; running requests are
   /// then aborted.
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
-                    const std::atomic<bool>* stopping);
+                    const std::atomic<bool>* stopping, RequestLimits limits = {});
 
   /// Serves one request whose JSON body is `body` (read by the caller, whatever the
   /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).
@@ -43,6 +44,7 @@ class GenerationHandler {
   engine::Engine& engine_;
   PromptEncoder encoder_;
   const std::atomic<bool>* stopping_;
+  RequestLimits limits_;
 };
 
 }  // namespace pdserve::server

@@ -19,6 +19,7 @@
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/generation_handler.h"
+#include "server/http_connections.h"
 #include "server/http_util.h"
 #include "server/info_json.h"
 #include "server/openai_response.h"
@@ -30,11 +31,27 @@ constexpr int kListenBacklog = 4096;
 
 namespace {
 
-constexpr time_t kReadTimeoutSec = 30;    // request line, headers and body
-constexpr time_t kWriteTimeoutSec = 300;  // one blocked write (a slow stream reader)
-constexpr time_t kKeepAliveTimeoutSec = 5;
+constexpr double kReadTimeoutSec = 30;    // a request's body
+constexpr double kWriteTimeoutSec = 300;  // one blocked write (a slow stream reader)
 constexpr size_t kKeepAliveMaxCount = 1000;
-constexpr size_t kMaxBodyBytes = 64u << 20;
+
+ConnectionLimits connection_limits(const ServerConfig& c) {
+  ConnectionLimits l;
+  l.http_threads = c.http_threads > 0 ? c.http_threads : 1;
+  l.header_timeout_s = c.header_timeout_s;
+  l.idle_timeout_s = c.idle_timeout_s;
+  l.read_timeout_s = kReadTimeoutSec;
+  l.write_timeout_s = kWriteTimeoutSec;
+  l.max_connections_per_client = c.max_connections_per_client;
+  l.keep_alive_max_count = kKeepAliveMaxCount;
+  return l;
+}
+
+ApiError body_too_large(size_t limit) {
+  return ApiError{413, "The request body is larger than the server's limit of " + std::to_string(limit) +
+                           " bytes (--max-body-bytes).",
+                  "invalid_request_error", std::nullopt, std::string("request_too_large")};
+}
 
 // ---- SIGINT/SIGTERM: the handler only counts; the watcher thread of each run() acts. ----
 
@@ -96,7 +113,8 @@ struct HttpServer::Impl {
         cfg(std::move(c)),
         created(unix_seconds()),
         chat_template(detect_template(e)),
-        generation(e, chat_template, &stopping) {
+        generation(e, chat_template, &stopping, cfg.request_limits),
+        svr(connection_limits(cfg)) {
     setup_routes();
   }
 
@@ -118,6 +136,7 @@ struct HttpServer::Impl {
   }
 
   void setup_routes();
+  void setup_api_routes();  // /v1/*, CORS preflight
   void watch(std::atomic<bool>& listen_done, int signals_at_start);
 
   engine::Engine& engine;
@@ -130,17 +149,12 @@ struct HttpServer::Impl {
   std::atomic<bool> running{false};
   std::atomic<int> bound_port{0};
   GenerationHandler generation;
-  httplib::Server svr;
+  GuardedServer svr;
 };
 
 void HttpServer::Impl::setup_routes() {
-  const int threads = cfg.http_threads > 0 ? cfg.http_threads : 1;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  svr.set_read_timeout(kReadTimeoutSec, 0);
-  svr.set_write_timeout(kWriteTimeoutSec, 0);
-  svr.set_keep_alive_timeout(kKeepAliveTimeoutSec);
-  svr.set_keep_alive_max_count(kKeepAliveMaxCount);
-  svr.set_payload_max_length(kMaxBodyBytes);
+  // Threads, timeouts and per-address limits: GuardedServer (http_connections.h).
+  svr.set_payload_max_length(cfg.max_body_bytes);
   svr.set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // server bind a port that is in use and silently share its traffic.
@@ -152,6 +166,17 @@ void HttpServer::Impl::setup_routes() {
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // A body over the limit is refused by its Content-Length, before it is read.
+    if (req.has_header("Content-Length")) {
+      const std::string len = req.get_header_value("Content-Length");
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
+      if (end != len.c_str() && n > cfg.max_body_bytes) {
+        send_error(res, body_too_large(cfg.max_body_bytes));
+        close_connection_after_response();
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -170,43 +195,13 @@ void HttpServer::Impl::setup_routes() {
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics(), engine.model_name()), "text/plain; version=0.0.4; charset=utf-8");
   });
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
-  });
-  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    if (id != engine.model_name()) {
-      send_error(res, model_not_found(id, 404));
-      return;
-    }
-    send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
-  });
-  // The body is read through a content reader so that cpp-httplib neither parses nor
-  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
-  const auto post = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-      std::string body;
-      read([&](const char* data, size_t n) {
-        body.append(data, n);
-        return true;
-      });
-      generation.handle(endpoint, req, body, res);
-    };
-  };
-  svr.Post("/v1/completions", post(Endpoint::Completions));
-  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
-  // CORS preflight for browser clients.
-  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-    res.set_header("Access-Control-Max-Age", "86400");
-  });
+  // A worker's metrics port: every other path answers 404 (the error handler below).
+  if (!cfg.metrics_only) setup_api_routes();
 
   // Every error status without a body of ours (unknown route, malformed HTTP, body too
   // large) gets an OpenAI-style JSON body.
   svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
+      [max_body = cfg.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     ApiError err;
     if (res.status == 404) {
@@ -217,8 +212,7 @@ void HttpServer::Impl::setup_routes() {
         err = route_not_found(req.method, req.path);
       }
     } else if (res.status == 413) {
-      err = ApiError{413, "The request body is too large.", "invalid_request_error", std::nullopt,
-                     std::nullopt};
+      err = body_too_large(max_body);
     } else if (res.status >= 500) {
       err = server_error("Internal server error.");
       err.status = res.status;
@@ -237,6 +231,51 @@ void HttpServer::Impl::setup_routes() {
       });
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     PDS_LOG_DEBUG("{} {} {} -> {}", req.remote_addr, req.method, req.path, res.status);
+  });
+}
+
+void HttpServer::Impl::setup_api_routes() {
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
+  });
+  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != engine.model_name()) {
+      send_error(res, model_not_found(id, 404));
+      return;
+    }
+    send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
+  });
+  // The body is read through a content reader so that cpp-httplib neither parses nor
+  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
+  const auto post = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      bool too_large = false;
+      read([&](const char* data, size_t n) {  // a chunked body has no Content-Length to check first
+        if (body.size() + n > cfg.max_body_bytes) {
+          too_large = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (too_large) {
+        send_error(res, body_too_large(cfg.max_body_bytes));
+        close_connection_after_response();
+        return;
+      }
+      generation.handle(endpoint, req, body, res);
+    };
+  };
+  svr.Post("/v1/completions", post(Endpoint::Completions));
+  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
+  // CORS preflight for browser clients.
+  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.set_header("Access-Control-Max-Age", "86400");
   });
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/request_limits.h"
 
 namespace pdserve::server {
 
@@ -17,6 +18,12 @@ struct ServerConfig {
   int port = 8080;          // 0 ⇒ any free port (see HttpServer::port())
   int http_threads = 256;   // connections served at once
   std::string api_key;      // non-empty ⇒ /v1/* needs `Authorization: Bearer <api_key>`
+  bool metrics_only = false;  // a worker's --metrics-port: only GET /metrics and /health (else 404)
+  size_t max_body_bytes = 8u << 20;     // --max-body-bytes: larger bodies get 413 unread
+  double header_timeout_s = 10;         // --http-header-timeout: request head deadline (408)
+  double idle_timeout_s = 5;            // --http-idle-timeout: keep-alive silence allowed
+  int max_connections_per_client = 256; // --max-connections-per-client (429 beyond)
+  RequestLimits request_limits;         // --max-json-depth, --max-stop-length, --max-prompt-tokens
 };
 
 class HttpServer {

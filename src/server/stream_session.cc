@@ -156,6 +156,11 @@ bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
     return false;
   } else if (out.empty() && now - last_write_ >= kKeepAliveInterval) {
     out = sse_comment("keep-alive");
+  } else if (out.empty() && sink.is_writable && !sink.is_writable()) {
+    // Nothing to write (a long queue or prefill), and the client hung up: free the
+    // engine requests now rather than at the next write.
+    streams_->abort_all();
+    return false;
   }
   if (!out.empty()) {
     // A failed write means the client is gone: free the engine requests now.

@@ -11,6 +11,21 @@ namespace {
 using Messages = std::vector<ChatMessage>;
 using K = ChatTemplateKind;
 
+/// The rendered text, with the byte ranges that came from message content recorded.
+struct Out {
+  std::string ss;
+  std::vector<TextSpan>* spans;
+  Out& operator+=(const std::string& template_text) {
+    ss += template_text;
+    return *this;
+  }
+  /// Appends message content (recorded as a plain span).
+  void content(const std::string& c) {
+    if (spans && !c.empty()) spans->push_back({ss.size(), c.size()});
+    ss += c;
+  }
+};
+
 bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 /// Trims ASCII whitespace at both ends (llama.cpp's trim in llama-chat.cpp).
@@ -21,57 +36,65 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-std::string chatml(const Messages& msgs, bool gen) {
-  std::string ss;
-  for (const auto& m : msgs) ss += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+void chatml(const Messages& msgs, bool gen, Out& ss) {
+  for (const auto& m : msgs) {
+    ss += "<|im_start|>" + m.role + "\n";
+    ss.content(m.content);
+    ss += "<|im_end|>\n";
+  }
   if (gen) ss += "<|im_start|>assistant\n";
-  return ss;
 }
 
-std::string mistral_v7(const Messages& msgs, bool tekken) {
+void mistral_v7(const Messages& msgs, bool tekken, Out& ss) {
   const std::string sp = tekken ? "" : " ";
-  std::string ss;
   for (const auto& m : msgs) {
     if (m.role == "system") {
-      ss += "[SYSTEM_PROMPT]" + sp + m.content + "[/SYSTEM_PROMPT]";
+      ss += "[SYSTEM_PROMPT]" + sp;
+      ss.content(m.content);
+      ss += "[/SYSTEM_PROMPT]";
     } else if (m.role == "user") {
-      ss += "[INST]" + sp + m.content + "[/INST]";
+      ss += "[INST]" + sp;
+      ss.content(m.content);
+      ss += "[/INST]";
     } else {
-      ss += sp + m.content + "</s>";
+      ss += sp;
+      ss.content(m.content);
+      ss += "</s>";
     }
   }
-  return ss;
 }
 
-std::string mistral_v1_v3(const Messages& msgs, K kind) {
+void mistral_v1_v3(const Messages& msgs, K kind, Out& ss) {
   const std::string leading = kind == K::MistralV1 ? " " : "";
   const std::string trailing = kind == K::MistralV3Tekken ? "" : " ";
   const bool trim_assistant = kind == K::Mistral;
   bool inside_turn = false;
-  std::string ss;
   for (const auto& m : msgs) {
     if (!inside_turn) {
       ss += leading + "[INST]" + trailing;
       inside_turn = true;
     }
     if (m.role == "system") {
-      ss += m.content + "\n\n";
+      ss.content(m.content);
+      ss += "\n\n";
     } else if (m.role == "user") {
-      ss += m.content + leading + "[/INST]";
+      ss.content(m.content);
+      ss += leading + "[/INST]";
     } else {
-      ss += trailing + (trim_assistant ? trim(m.content) : m.content) + "</s>";
+      ss += trailing;
+      ss.content(trim_assistant ? trim(m.content) : m.content);
+      ss += "</s>";
       inside_turn = false;
     }
   }
-  return ss;
 }
 
-std::string llama2(const Messages& msgs, K kind) {
+void llama2(const Messages& msgs, K kind, Out& ss) {
   const bool system_block = kind != K::Llama2NoSys;
   const bool bos_in_history = kind == K::Llama2SysBos;
   const bool strip = kind == K::Llama2SysStrip;
   bool inside_turn = true;  // the first [INST] is written up front, without BOS
-  std::string ss = "[INST] ";
+  ss += "[INST] ";
   for (const auto& m : msgs) {
     const std::string content = strip ? trim(m.content) : m.content;
     if (!inside_turn) {
@@ -79,74 +102,86 @@ std::string llama2(const Messages& msgs, K kind) {
       ss += bos_in_history ? "<s>[INST] " : "[INST] ";
     }
     if (m.role == "system") {
-      ss += system_block ? "<<SYS>>\n" + content + "\n<</SYS>>\n\n" : content + "\n";
+      if (system_block) ss += "<<SYS>>\n";
+      ss.content(content);
+      ss += system_block ? "\n<</SYS>>\n\n" : "\n";
     } else if (m.role == "user") {
-      ss += content + " [/INST]";
+      ss.content(content);
+      ss += " [/INST]";
     } else {
-      ss += content + "</s>";
+      ss.content(content);
+      ss += "</s>";
       inside_turn = false;
     }
   }
-  return ss;
 }
 
-std::string phi3(const Messages& msgs, bool gen) {
-  std::string ss;
-  for (const auto& m : msgs) ss += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+void phi3(const Messages& msgs, bool gen, Out& ss) {
+  for (const auto& m : msgs) {
+    ss += "<|" + m.role + "|>\n";
+    ss.content(m.content);
+    ss += "<|end|>\n";
+  }
   if (gen) ss += "<|assistant|>\n";
-  return ss;
 }
 
-std::string zephyr(const Messages& msgs, bool gen, const std::string& eos) {
+void zephyr(const Messages& msgs, bool gen, const std::string& eos, Out& ss) {
   const std::string end = eos.empty() ? "<|endoftext|>" : eos;
-  std::string ss;
-  for (const auto& m : msgs) ss += "<|" + m.role + "|>\n" + m.content + end + "\n";
+  for (const auto& m : msgs) {
+    ss += "<|" + m.role + "|>\n";
+    ss.content(m.content);
+    ss += end + "\n";
+  }
   if (gen) ss += "<|assistant|>\n";
-  return ss;
 }
 
-std::string llama3(const Messages& msgs, bool gen) {
-  std::string ss;
-  for (const auto& m : msgs)
-    ss += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+void llama3(const Messages& msgs, bool gen, Out& ss) {
+  for (const auto& m : msgs) {
+    ss += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+    ss.content(trim(m.content));
+    ss += "<|eot_id|>";
+  }
   if (gen) ss += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return ss;
 }
 
-std::string plain(const Messages& msgs, bool gen) {
-  std::string ss;
+void plain(const Messages& msgs, bool gen, Out& ss) {
   for (const auto& m : msgs) {
     // "system" → "System", "user" → "User", "assistant" → "Assistant", "tool" → "Tool".
     std::string role = m.role;
     if (!role.empty()) role[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(role[0])));
-    ss += role + ": " + m.content + "\n";
+    ss += role + ": ";
+    ss.content(m.content);
+    ss += "\n";
   }
   if (gen) ss += "Assistant:";
-  return ss;
 }
 
 }  // namespace
 
 std::string render_chat(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, const std::string& bos, const std::string& eos) {
+                        bool add_generation_prompt, const std::string& bos, const std::string& eos,
+                        std::vector<TextSpan>* content_spans) {
   (void)bos;  // llama.cpp's renderers spell "<s>" literally where they use it
+  if (content_spans) content_spans->clear();
+  Out out{std::string(), content_spans};
+  const bool gen = add_generation_prompt;
   switch (kind) {
-    case K::ChatML: return chatml(messages, add_generation_prompt);
-    case K::MistralV7: return mistral_v7(messages, false);
-    case K::MistralV7Tekken: return mistral_v7(messages, true);
+    case K::ChatML: chatml(messages, gen, out); break;
+    case K::MistralV7: mistral_v7(messages, false, out); break;
+    case K::MistralV7Tekken: mistral_v7(messages, true, out); break;
     case K::Mistral:
     case K::MistralV1:
-    case K::MistralV3Tekken: return mistral_v1_v3(messages, kind);
+    case K::MistralV3Tekken: mistral_v1_v3(messages, kind, out); break;
     case K::Llama2:
     case K::Llama2NoSys:
     case K::Llama2SysBos:
-    case K::Llama2SysStrip: return llama2(messages, kind);
-    case K::Phi3: return phi3(messages, add_generation_prompt);
-    case K::Zephyr: return zephyr(messages, add_generation_prompt, eos);
-    case K::Llama3: return llama3(messages, add_generation_prompt);
-    case K::Plain: break;
+    case K::Llama2SysStrip: llama2(messages, kind, out); break;
+    case K::Phi3: phi3(messages, gen, out); break;
+    case K::Zephyr: zephyr(messages, gen, eos, out); break;
+    case K::Llama3: llama3(messages, gen, out); break;
+    case K::Plain: plain(messages, gen, out); break;
   }
-  return plain(messages, add_generation_prompt);
+  return std::move(out.ss);
 }
 
 }  // namespace pdserve::tokenizer

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/tokenizer.h"  // TextSpan
+
 namespace pdserve::tokenizer {
 
 /// One chat message as in the OpenAI API (`role`: system, user, assistant).
@@ -59,7 +61,12 @@ const char* chat_template_name(ChatTemplateKind kind);
 /// letter upper-cased); the generation prompt is "Assistant:" (no trailing space, so
 /// the model's first token carries the space). Example:
 ///   "System: Be brief.\nUser: Hi\nAssistant: Hello!\nUser: Bye\nAssistant:"
+///
+/// `content_spans` (optional) receives the byte ranges of the result that are message
+/// content (in order, disjoint): Tokenizer::encode_chat keeps special-token text there
+/// plain, so that a user cannot write control tokens (vLLM PR #31735 fixed the same).
 std::string render_chat(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, const std::string& bos, const std::string& eos);
+                        bool add_generation_prompt, const std::string& bos, const std::string& eos,
+                        std::vector<TextSpan>* content_spans = nullptr);
 
 }  // namespace pdserve::tokenizer

@@ -21,6 +21,9 @@ struct Fragment {
 /// Fragments of `text`. Each special token of `v.special_ids` (longest first) splits the
 /// raw fragments at its occurrences; control and unknown tokens only when `parse_special`
 /// (user-defined tokens always). Strip flags drop whitespace next to a matched token.
-std::vector<Fragment> partition_special(const Vocab& v, std::string_view text, bool parse_special);
+/// `plain` (optional; sorted, disjoint): byte ranges where control and unknown tokens are
+/// not matched even with `parse_special` (a match overlapping one is skipped).
+std::vector<Fragment> partition_special(const Vocab& v, std::string_view text, bool parse_special,
+                                        const std::vector<TextSpan>* plain = nullptr);
 
 }  // namespace pdserve::tokenizer

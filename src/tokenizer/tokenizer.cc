@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/special_partition.h"
 #include "tokenizer/spm_tokenizer.h"
 
 namespace pdserve::tokenizer {
@@ -24,6 +25,25 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f)
     return std::unique_ptr<Tokenizer>(std::move(bpe).value());
   }
   return std::unique_ptr<Tokenizer>(new SpmTokenizer(std::move(vocab).value()));
+}
+
+std::vector<int32_t> Tokenizer::encode_chat(std::string_view text, bool add_bos,
+                                            const std::vector<TextSpan>& plain) const {
+  // The special tokens are found here, with the content ranges kept plain; each raw
+  // fragment is then encoded as text alone (SPM and BPE encode every fragment of their
+  // own partition separately, a space prefix included, so this gives the same ids).
+  std::vector<int32_t> out;
+  if (add_bos && vocab_.add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
+  for (const Fragment& f : partition_special(vocab_, text, /*parse_special=*/true, &plain)) {
+    if (f.is_text()) {
+      const std::vector<int32_t> ids = encode(text.substr(f.offset, f.length), false, false);
+      out.insert(out.end(), ids.begin(), ids.end());
+    } else {
+      out.push_back(f.token);
+    }
+  }
+  if (add_bos && vocab_.add_eos && vocab_.eos_id >= 0) out.push_back(vocab_.eos_id);
+  return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -24,6 +24,12 @@ enum class TokenType : int32_t {
 };
 
 /// The vocabulary of a model: pieces, scores, types and the special ids.
+/// A byte range [offset, offset + length) of a text.
+struct TextSpan {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 struct Vocab {
   std::string model;                // "llama" (SPM) or "gpt2" (BPE)
   std::string pre;                  // tokenizer.ggml.pre (BPE pre-tokenizer name)
@@ -73,6 +79,13 @@ class Tokenizer {
   /// llama.cpp, USER_DEFINED tokens, which are always matched.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
                                       bool parse_special = false) const = 0;
+
+  /// A rendered chat prompt: as encode(text, add_bos, /*parse_special=*/true), except that
+  /// a control or unknown token is never matched where its text overlaps `plain` (sorted,
+  /// disjoint ranges: the message content, render_chat's content_spans) — there the text
+  /// is plain as with parse_special = false. Without special-token text in `plain` the
+  /// result equals encode(text, add_bos, true).
+  std::vector<int32_t> encode_chat(std::string_view text, bool add_bos, const std::vector<TextSpan>& plain) const;
 
   /// The bytes token `id` contributes to output text (llama.cpp token_to_piece with
   /// special=false): SPM "▁" → ' ', byte tokens <0xNN> → that byte, user-defined tokens →

@@ -125,7 +125,7 @@ Streamed stream(httplib::Client& c, const std::string& path, json body, std::fun
     return true;
   };
   httplib::Response res;
-  httplib::Error err;
+  httplib::Error err = httplib::Error::Success;  // send() sets it only on failure
   c.send(req, res, err);
   EXPECT_EQ(err, httplib::Error::Success) << httplib::to_string(err);
   return out;

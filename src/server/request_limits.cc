@@ -1,0 +1,56 @@
+#include "server/request_limits.h"
+
+#include <string>
+
+namespace pdserve::server {
+
+std::optional<ApiError> check_json_depth(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return bad_request("The request body nests JSON deeper than " + std::to_string(max_depth) +
+                           " levels (--max-json-depth).");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_request_limits(const GenerationRequest& req, const RequestLimits& limits) {
+  for (const std::string& s : req.params.stop) {
+    if (s.size() > limits.max_stop_bytes) {
+      return bad_request("Invalid 'stop': a stop string is " + std::to_string(s.size()) +
+                             " bytes long; this server accepts at most " + std::to_string(limits.max_stop_bytes) +
+                             " bytes (--max-stop-length).",
+                         std::string("stop"));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_prompt_tokens(const GenerationRequest& req, const std::vector<std::vector<int32_t>>& prompts,
+                                            const RequestLimits& limits) {
+  if (limits.max_prompt_tokens <= 0) return std::nullopt;
+  for (const auto& p : prompts) {
+    if (static_cast<int64_t>(p.size()) > limits.max_prompt_tokens) {
+      return bad_request("The prompt is " + std::to_string(p.size()) + " tokens long; this server accepts at most " +
+                             std::to_string(limits.max_prompt_tokens) + " prompt tokens per request (--max-prompt-tokens).",
+                         std::string(req.prompt_param()), std::string("context_length_exceeded"));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace pdserve::server

@@ -1,0 +1,35 @@
+// Limits on what one client request may ask for, beyond those the OpenAI protocol
+// validation enforces as constants (openai_protocol.h: n 1..16, logprobs 0..5, at most 4
+// stop strings, 64 choices). Each is a server flag (README "Limits"); a request over one
+// gets a 400 invalid_request_error naming the field, and other requests are unaffected.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/openai_protocol.h"
+
+namespace pdserve::server {
+
+struct RequestLimits {
+  int max_json_depth = 64;       // --max-json-depth: nesting of objects/arrays in the body
+  size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
+  int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
+};
+
+/// 400 when `body` nests JSON arrays/objects deeper than `max_depth` (a linear scan that
+/// skips strings; run before parsing). Malformed JSON is left to the parser.
+std::optional<ApiError> check_json_depth(std::string_view body, int max_depth);
+
+/// 400 for a stop string longer than the limit (param "stop").
+std::optional<ApiError> check_request_limits(const GenerationRequest& req, const RequestLimits& limits);
+
+/// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code
+/// "context_length_exceeded", param prompt/messages.
+std::optional<ApiError> check_prompt_tokens(const GenerationRequest& req, const std::vector<std::vector<int32_t>>& prompts,
+                                            const RequestLimits& limits);
+
+}  // namespace pdserve::server
