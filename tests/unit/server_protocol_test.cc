@@ -399,11 +399,13 @@ TEST(ServerProtocol, PromptEncoderChat) {
   ASSERT_FALSE(enc.encode(p.request, 1000, out).has_value());
   ASSERT_EQ(out.size(), 1u);
   const std::string rendered = enc.render(p.request.messages);
-  // Chat prompts parse special tokens and start with exactly one BOS.
-  EXPECT_EQ(out[0], tok.encode(rendered, rendered.rfind("<s>", 0) != 0, true));
+  // Chat prompts start with exactly one BOS; special-token text inside message content is
+  // plain text (issue #20: only the template's own text may hold control tokens, and the
+  // plain template adds none), so "</s>" in the content is not an EOS.
+  EXPECT_EQ(out[0], tok.encode(rendered, rendered.rfind("<s>", 0) != 0, false));
   EXPECT_EQ(out[0][0], testing::FakeTokenizer::kBos);
   EXPECT_NE(out[0][1], testing::FakeTokenizer::kBos);
-  EXPECT_NE(std::find(out[0].begin(), out[0].end(), testing::FakeTokenizer::kEos), out[0].end());
+  EXPECT_EQ(std::find(out[0].begin(), out[0].end(), testing::FakeTokenizer::kEos), out[0].end());
 
   auto err = enc.encode(p.request, 3, out);
   ASSERT_TRUE(err.has_value());
