@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
+import { freePort, waitHealthy } from './helpers.mjs';
 import OpenAI from 'openai';
 
 const BIN = process.env.PDSERVE_BIN ?? 'build/pdserve';
@@ -15,28 +15,6 @@ const refText = (c) => Buffer.from(c.text_bytes_hex, 'hex').toString('utf8');
 
 let server;
 let client;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitHealthy(base) {
-  for (let i = 0; i < 300; i++) {
-    try {
-      const r = await fetch(`${base}/health`);
-      if (r.ok) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('pdserve did not become healthy');
-}
 
 before(async () => {
   const port = await freePort();

@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import net from 'node:net';
+import { freePort, waitHealthy } from './helpers.mjs';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
@@ -20,28 +20,6 @@ const QWEN = '../shared/models/synth-qwen2-small-q8_0.gguf';  // byte-level BPE,
 const STORIES = '../shared/models/stories260K.gguf';          // SentencePiece, 512 tokens
 const procs = [];
 let qwen, stories, pd;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitHealthy(base) {
-  for (let i = 0; i < 600; i++) {
-    try {
-      const r = await fetch(`${base}/health`);
-      if (r.ok) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${base} did not become healthy`);
-}
 
 function start(args) {
   const extra = args[0] === 'router' ? [] : ['--threads', '1'];
