@@ -1,6 +1,6 @@
 // `pdserve perplexity`: teacher-forced negative log-likelihood per token under token
 // eviction (--kv-budget, kv/token_eviction.h) — the quality side of the KV budget. The
-// texts are sampled from the model itself (temperature 1, fixed seeds, full KV), then each
+// texts are sampled from the model itself (temperature 1, fixed seeds, full f16 KV), then each
 // is fed one token per step through model::Model with a kv::KvCacheManager, evicting after
 // every token exactly as the engine does for generated tokens (the same select_kept,
 // evict_tokens and attention-mass pass), and scored by -log p(next token).
@@ -115,12 +115,13 @@ int run_perplexity(const PerplexityArgs& a) {
   const int32_t bos = tok.value()->vocab().bos_id, eos = tok.value()->vocab().eos_id;
   model.reserve(1, 1);
 
-  // The texts: BOS, then tokens sampled with full KV at temperature 1, seed a.seed + k.
+  // The texts: BOS, then tokens sampled with full f16 KV at temperature 1, seed a.seed + k —
+  // the same texts whatever --kv-dtype scores them, so rows of different dtypes compare.
   std::vector<std::vector<int32_t>> texts;
   for (int k = 0; k < a.texts; ++k) {
     std::mt19937_64 rng(a.seed + k);
     std::vector<int32_t> t = {bos >= 0 ? bos : 1};
-    run_text(model, t, a.tokens, a.kv_dtype, a.evict, 0, &rng, eos);
+    run_text(model, t, a.tokens, kernels::KvDtype::F16, a.evict, 0, &rng, eos);
     texts.push_back(std::move(t));
   }
 
