@@ -232,11 +232,12 @@ TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
   EXPECT_TRUE(testing::wait_pool_free(srv.port()));
 }
 
-// DISABLED until the engine stall it found is fixed: after some thousands of requests
-// with distinct salts on a 64-block pool, one request stays in the engine's waiting
-// queue for ever (/health: requests_waiting 1, running 0, used 0, the pool free or
-// cached) and its client only receives heartbeat spaces. Run it with
-// --gtest_also_run_disabled_tests once src/kv / the scheduler is fixed.
+// DISABLED for its run time (11,000 requests: 731 s on the 2-core machine under load; a
+// few minutes idle) — run it with --gtest_also_run_disabled_tests. It passed on main after
+// the merge of this work. While it was written, a request was once seen waiting in the
+// engine for ever with the pool free after some thousands of distinct-salt requests; that
+// did not reproduce on main (3,000 sequential, 4 x 150, 16 x 100 and 8 x 2,000 keep-alive
+// requests, and this test), and is noted on issue #20.
 TEST(HttpLimits, DISABLED_TenThousandCacheSaltsLeaveTheServersMemoryWhereItWas) {
   // A small pool: the salts' cached blocks (one full block each) are evicted all along,
   // and with them their namespaces (a namespace lives only while it holds a block).
