@@ -19,6 +19,7 @@
 #include "support/pool_free.h"
 #include "support/raw_http.h"
 #include "support/server_process.h"
+#include "support/wait.h"
 
 namespace pdserve {
 namespace {
@@ -48,17 +49,22 @@ TEST(HttpLimits, ThreeHundredSlowHeaderConnectionsDoNotDelayANormalRequest) {
   for (int i = 0; i < 300; ++i) slow.push_back(std::make_unique<testing::RawConnection>(srv.port(), "127.0.0.2"));
   // One header byte per second on each connection, from another thread.
   std::atomic<bool> done{false};
+  std::atomic<size_t> rounds{0};  // bytes sent so far on every slow connection
   std::thread trickle([&] {
     for (size_t k = 0; k < head.size() && !done; ++k) {
       for (auto& c : slow) c->send(std::string(1, head[k]));
+      ++rounds;
       for (int t = 0; t < 100 && !done; ++t) std::this_thread::sleep_for(Ms(10));
     }
   });
-  std::this_thread::sleep_for(Ms(1500));  // every slow connection has sent a byte or two
+  // Measure once every slow connection has sent two bytes (the server holds all 300).
+  ASSERT_TRUE(testing::wait_until([&] { return rounds >= 2; }, std::chrono::seconds(10)));
   for (int i = 0; i < 4; ++i) {
     const long long ms = timed_completion(srv.port(), 3);
     EXPECT_GE(ms, 0) << "request " << i << " got no answer within 3 s";
     EXPECT_LT(ms, 1000) << "request " << i;
+    // Spaces the probes over the trickle (each lands at another point of its 1 s
+    // rhythm); a fixed pause is safe here: it only decides when a probe is sent.
     std::this_thread::sleep_for(Ms(300));
   }
   done = true;
