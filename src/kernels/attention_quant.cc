@@ -49,20 +49,10 @@ bool kv_dtype_fits(KvDtype dtype, int head_dim) {
 
 namespace {
 
-// ggml's x86 quantize_row_q8_0 (ggml-cpu/arch/x86/quants.c, AVX2 branch) into Q8_0 blocks:
-// d = amax / 127 stored as f16 (RNE), q = round-half-even(x * (127 / amax)) — not the
-// reference quantize_row_q8_0_ref (id = 1/d, round half away from zero). The same values
-// as quantize_act_q8_0's ActPairQ8 rows.
+// A row of Q8_0 blocks, each as ggml's x86 quantize_row_q8_0 (quantize_block_q8_0_x86;
+// the same values as quantize_act_q8_0's ActPairQ8 rows).
 void quantize_q8_0_x86(const float* x, BlockQ8_0* y, int n) {
-  for (int b = 0; b < n / QK8_0; ++b) {
-    const float* xb = x + b * QK8_0;
-    float amax = 0.f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float d = amax / 127.f;
-    const float id = amax != 0.f ? 127.f / amax : 0.f;
-    y[b].d = fp32_to_fp16(d);
-    for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
-  }
+  for (int b = 0; b < n / QK8_0; ++b) y[b].d = fp32_to_fp16(quantize_block_q8_0_x86(x + b * QK8_0, y[b].qs));
 }
 
 // 32 signed values of block b of a Q8_0 / Q4_0 row, and the block's scale.

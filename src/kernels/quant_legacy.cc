@@ -199,6 +199,14 @@ void dequantize_legacy(GgmlType t, const void* src, float* dst, int64_t n) {
   }
 }
 
+float quantize_block_q8_0_x86(const float* x, int8_t* q) {
+  float amax = 0.f;
+  for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float id = amax != 0.f ? 127.f / amax : 0.f;
+  for (int j = 0; j < QK8_0; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));  // _MM_ROUND_NEAREST
+  return amax / 127.f;
+}
+
 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
   const int64_t nb = n / QK8_0;
   auto* pairs = static_cast<ActPairQ8*>(dst);
@@ -210,14 +218,8 @@ void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
       for (int j = 0; j < 8; ++j) { p.d[8 * h + j] = 0.f; p.s4[8 * h + j] = 0; }
       continue;
     }
-    const float* xb = x + b * QK8_0;
-    float amax = 0.f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.f;
-    const float id = amax != 0.f ? 127.f / amax : 0.f;
-    const float dh = fp16_to_fp32(fp32_to_fp16(d));
-    int q[QK8_0];
-    for (int j = 0; j < QK8_0; ++j) q[j] = static_cast<int>(std::nearbyint(xb[j] * id));  // _MM_ROUND_NEAREST
+    int8_t q[QK8_0];
+    const float dh = fp16_to_fp32(fp32_to_fp16(quantize_block_q8_0_x86(x + b * QK8_0, q)));
     for (int g = 0; g < 8; ++g) {
       p.d[8 * h + g] = dh;
       p.s4[8 * h + g] = q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3];

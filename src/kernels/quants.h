@@ -85,6 +85,10 @@ float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t 
 void dequantize_legacy(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_legacy(gguf::GgmlType t, const float* src, void* dst, int64_t n);
 void quantize_act_q8_0(const float* x, void* dst, int64_t n);
+/// One Q8_0 block as ggml's x86 quantize_row_q8_0 computes it (ggml-cpu/arch/x86/quants.c):
+/// q[j] = round-half-even(x[j] * 127 / amax) for j < 32; returns d = amax / 127 (f32; the
+/// block stores it as f16). Not quantize_row_q8_0_ref (1/d, half away from zero).
+float quantize_block_q8_0_x86(const float* x, int8_t* q);
 float vec_dot_legacy_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
 float vec_dot_q4_0_repack_scalar(const void* w, const void* act, int64_t n);
 void dequantize_kquant(gguf::GgmlType t, const void* src, float* dst, int64_t n);
