@@ -9,8 +9,15 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev libpcre2-dev libzstd-dev gnuplot-nox
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # KV store tier (#13), discovery and multi-host tests (#16), planner (#15), fuzzers (#20)
+  redis-server redis-tools libhiredis-dev etcd-server etcd-client
+  iproute2 libglpk-dev clang libclang-rt-14-dev
 
 )
+
+# kubectl (renders the Kubernetes manifests): Debian's kubernetes-client, unless another
+# kubectl (e.g. a cloud SDK's, which owns the same path) is already installed.
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
 
 missing=()
 for p in "${PKGS[@]}"; do
