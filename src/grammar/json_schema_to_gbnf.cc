@@ -9,7 +9,7 @@ namespace pdserve::grammar {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Shared rules of every JSON grammar.
 const char* kPrimitives =
@@ -306,7 +306,7 @@ class Converter {
       kv.push_back(lit(json(it.key()).dump()) + " ws \":\" ws " + v);
       req.push_back(required.count(it.key()) > 0);
     }
-    // nlohmann::json objects iterate sorted by key, so properties come in key order.
+    // ordered_json objects iterate in document order, so properties come in schema order.
     const size_t n = kv.size();
     std::vector<std::string> suffix(n + 1);
     suffix[n] = "";
@@ -333,13 +333,13 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema) {
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
   auto r = Converter(schema, "").run("root");
   if (!r.ok()) return r;
   return *r + kPrimitives;
 }
 
-Result<std::string> json_schema_rules(const nlohmann::json& schema, const std::string& name) {
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name) {
   return Converter(schema, name + "-").run(name);
 }
 

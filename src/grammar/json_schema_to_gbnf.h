@@ -6,8 +6,9 @@
 // true, or a schema for objects without properties), enum, const, items, minItems,
 // maxItems, anyOf, $ref to #, #/$defs/NAME or #/definitions/NAME (recursion allowed),
 // $defs/definitions, minLength, maxLength, pattern (regex_to_gbnf.h's subset), format
-// "uuid", nullable (OpenAPI 3.0); the empty schema / true means any JSON value. Properties are produced in key
-// order (nlohmann::json sorts object keys); optional ones may be left out. Annotations (title,
+// "uuid", nullable (OpenAPI 3.0); the empty schema / true means any JSON value. Properties are produced in the
+// schema's order (an ordered_json keeps document order, as OpenAI's structured outputs do);
+// optional ones may be left out. Annotations (title,
 // description, default, examples, $schema, $id, $comment, deprecated, readOnly,
 // writeOnly, strict) are ignored. Refused (InvalidArgument naming the keyword): every
 // other keyword, e.g. oneOf, allOf, not, if/then/else, minimum/maximum, multipleOf,
@@ -25,12 +26,12 @@ namespace pdserve::grammar {
 /// The GBNF grammar of documents valid under `schema`. Error messages name the
 /// offending keyword and its JSON pointer, e.g. "unsupported keyword 'oneOf' at
 /// /properties/a".
-Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema);
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
 /// Composition (several schemas in one grammar, e.g. tool arguments): rule `name` for
 /// `schema` with helper rules prefixed by `name` + "-", referring to the shared rules of
 /// json_primitives_gbnf() (ws, json-string, json-value, ...), which the caller appends once.
-Result<std::string> json_schema_rules(const nlohmann::json& schema, const std::string& name);
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name);
 std::string json_primitives_gbnf();
 
 /// The grammar of any JSON object (response_format json_object).

@@ -11,7 +11,7 @@
 
 namespace pdserve::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // objects keep their members in document order (schema property order)
 
 /// Compact JSON text; invalid UTF-8 inside strings becomes U+FFFD instead of throwing.
 std::string dump_json(const json& j);

@@ -286,6 +286,30 @@ TEST(JsonSchemaTest, EnumValuesMustHaveTheType) {
   EXPECT_FALSE(json_schema_to_gbnf(json::parse(R"({"type":"integer","enum":["a"]})")).ok());
 }
 
+TEST(JsonSchemaTest, PropertiesComeInTheSchemasOrder) {
+  // Declared zeta, alpha, mid: the grammar must produce them in that order, not sorted.
+  auto g = json_schema_to_gbnf(nlohmann::ordered_json::parse(
+      R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"string"},"mid":{"type":"boolean"}},
+          "required":["zeta","alpha","mid"]})"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto m = compile(*g);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(accepts(*m, R"({"zeta":1,"alpha":"a","mid":true})"));
+  EXPECT_FALSE(accepts(*m, R"({"alpha":"a","mid":true,"zeta":1})"));
+  std::mt19937 rng(5);
+  int done = 0;
+  for (int i = 0; i < 100; ++i) {
+    const std::string out = random_walk(*m, rng);
+    if (out.empty()) continue;
+    ++done;
+    const auto parsed = nlohmann::ordered_json::parse(out);
+    std::vector<std::string> keys;
+    for (auto it = parsed.begin(); it != parsed.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << out;
+  }
+  EXPECT_GT(done, 20);
+}
+
 TEST(ChoiceTest, ExactlyTheChoices) {
   auto m = compile(choice_gbnf({"yes", "no", "maybe \"so\""}));
   ASSERT_TRUE(m);
