@@ -514,6 +514,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
+  if (cfg.kv_budget >= n_ctx)
+    PDS_LOG_WARN("--kv-budget {} is not below the context length {}: no token is ever evicted", cfg.kv_budget, n_ctx);
   if (cfg.kv_budget > 0)
     PDS_LOG_INFO("token eviction: {} tokens kept per sequence ({}, {} sinks, {} recent)", cfg.kv_budget,
                  kv::token_eviction_name(cfg.kv_evict.policy), cfg.kv_evict.sinks, cfg.kv_evict.recent_for(cfg.kv_budget));

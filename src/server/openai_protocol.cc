@@ -368,7 +368,7 @@ std::optional<ApiError> parse_content(const json& content, const std::string& pn
   bool first = true;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
-    const std::string ppart = pname + ".[" + std::to_string(i) + "]";
+    const std::string ppart = pname + "[" + std::to_string(i) + "]";
     if (!part.is_object()) return type_error(ppart, "an object", part);
     const json* type = field(part, "type");
     if (!type || !type->is_string()) return missing(ppart + ".type");
@@ -398,7 +398,7 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
-    const std::string pm = "messages.[" + std::to_string(i) + "]";
+    const std::string pm = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return type_error(pm, "an object", m);
     const json* role = field(m, "role");
     if (!role) return missing(pm + ".role");

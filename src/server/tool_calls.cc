@@ -35,7 +35,7 @@ std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out) {
     if (!it->is_array()) return invalid("tools", "expected an array.");
     for (size_t i = 0; i < it->size(); ++i) {
       const json& t = (*it)[i];
-      const std::string p = "tools.[" + std::to_string(i) + "]";
+      const std::string p = "tools[" + std::to_string(i) + "]";
       if (!t.is_object()) return invalid(p, "expected an object.");
       if (!t.contains("type") || t["type"] != "function") return invalid(p + ".type", "expected 'function'.");
       if (!t.contains("function") || !t["function"].is_object()) return invalid(p + ".function", "missing; expected an object.");
@@ -119,7 +119,7 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
   if (!it->is_array()) return invalid(param + ".tool_calls", "expected an array.");
   for (size_t i = 0; i < it->size(); ++i) {
     const json& c = (*it)[i];
-    const std::string p = param + ".tool_calls.[" + std::to_string(i) + "]";
+    const std::string p = param + ".tool_calls[" + std::to_string(i) + "]";
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) return invalid(p + ".function", "missing; expected an object.");
     const json& f = c["function"];
     if (!f.contains("name") || !f["name"].is_string()) return invalid(p + ".function.name", "expected a string.");

@@ -29,7 +29,7 @@ struct ToolConfig {
 };
 
 /// Reads tools / tool_choice / parallel_tool_calls of a chat body. 400 errors name the
-/// field, e.g. tools.[0].function.name or tools.[1].function.parameters.
+/// field, e.g. tools[0].function.name or tools[1].function.parameters.
 std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out);
 
 /// The GBNF grammar of the output allowed by `t` (t.active()).

@@ -380,9 +380,9 @@ test('malformed tools get a 400 naming the field', async () => {
   const bad = async (t, param) => assert.rejects(
     qwen.chat.completions.create({ model: 'synth-qwen2-small-q8_0', messages: [{ role: 'user', content: 'x' }], ...t }),
     (e) => e.status === 400 && e.param === param);
-  await bad({ tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools.[0].function.name');
+  await bad({ tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name');
   await bad({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { not: {} } } } } }] },
-            'tools.[0].function.parameters');
+            'tools[0].function.parameters');
   await bad({ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice');
-  await bad({ tools: [{ type: 'retrieval' }] }, 'tools.[0].type');
+  await bad({ tools: [{ type: 'retrieval' }] }, 'tools[0].type');
 });

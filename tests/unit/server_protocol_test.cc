@@ -313,23 +313,23 @@ TEST(ServerProtocol, ChatMessages) {
   expect_error(chat(json::object()), "messages", "Missing required parameter: 'messages'");
   expect_error(chat({{"messages", "hi"}}), "messages", "expected an array");
   expect_error(chat({{"messages", json::array()}}), "messages", "empty array");
-  expect_error(chat({{"messages", json::array({"hi"})}}), "messages.[0]", "expected an object");
-  expect_error(chat({{"messages", json::array({{{"content", "x"}}})}}), "messages.[0].role",
+  expect_error(chat({{"messages", json::array({"hi"})}}), "messages[0]", "expected an object");
+  expect_error(chat({{"messages", json::array({{{"content", "x"}}})}}), "messages[0].role",
                "Missing required parameter");
   expect_error(chat({{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}}),
-               "messages.[0].role", "Invalid value");
+               "messages[0].role", "Invalid value");
   expect_error(chat({{"messages", json::array({{{"role", "function"}, {"content", "x"}}})}}),
-               "messages.[0].role", "not supported");
-  expect_error(chat({{"messages", json::array({{{"role", "user"}}})}}), "messages.[0].content",
+               "messages[0].role", "not supported");
+  expect_error(chat({{"messages", json::array({{{"role", "user"}}})}}), "messages[0].content",
                "Missing required parameter");
   expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", 3}}})}}),
-               "messages.[0].content", "Invalid type");
+               "messages[0].content", "Invalid type");
   json image = {{"role", "user"},
                 {"content", json::array({{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}})}};
-  expect_error(chat({{"messages", json::array({image})}}), "messages.[0].content.[0].type",
+  expect_error(chat({{"messages", json::array({image})}}), "messages[0].content[0].type",
                "only 'text' content parts");
   json no_text = {{"role", "user"}, {"content", json::array({{{"type", "text"}}})}};
-  expect_error(chat({{"messages", json::array({no_text})}}), "messages.[0].content.[0].text", "Missing");
+  expect_error(chat({{"messages", json::array({no_text})}}), "messages[0].content[0].text", "Missing");
 
   json parts = {{"role", "user"},
                 {"content", json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}};
@@ -345,7 +345,7 @@ TEST(ServerProtocol, ChatMessages) {
 
   // Tools are supported (#17): a malformed function is refused, naming the field.
   expect_error(chat({{"messages", user_messages()}, {"tools", json::array({{{"type", "function"}}})}}),
-               "tools.[0].function", "missing");
+               "tools[0].function", "missing");
   // Structured output is supported (#17): json_object is accepted; what the grammar layer
   // cannot enforce is refused, naming the field (more in server_structured_output_test).
   EXPECT_FALSE(chat({{"messages", user_messages()}, {"response_format", {{"type", "json_object"}}}}).request.params.grammar.empty());

@@ -129,17 +129,17 @@ TEST(ToolCallsTest, OutputParsesIntoCallsAndConversationRendersBack) {
   // gives the same calls back.
   json assistant = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", p.calls}};
   std::string role = "assistant", content;
-  ASSERT_FALSE(server::render_tool_message(assistant, "messages.[1]", role, content));
+  ASSERT_FALSE(server::render_tool_message(assistant, "messages[1]", role, content));
   auto again = server::parse_tool_output(content, "call_ab_0");
   EXPECT_EQ(again.calls, p.calls);
   std::string trole = "tool", tcontent = "42";
-  ASSERT_FALSE(server::render_tool_message(json{{"role", "tool"}, {"content", "42"}}, "messages.[2]", trole, tcontent));
+  ASSERT_FALSE(server::render_tool_message(json{{"role", "tool"}, {"content", "42"}}, "messages[2]", trole, tcontent));
   EXPECT_EQ(trole, "user");
   EXPECT_EQ(tcontent, "<tool_response>\n42\n</tool_response>");
   json bad = {{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{oops"}}}}}}};
-  auto e = server::render_tool_message(bad, "messages.[1]", role, content);
+  auto e = server::render_tool_message(bad, "messages[1]", role, content);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->param.value_or(""), "messages.[1].tool_calls.[0].function.arguments");
+  EXPECT_EQ(e->param.value_or(""), "messages[1].tool_calls[0].function.arguments");
 }
 
 TEST(ToolCallsTest, GrammarAllowsExactlyTheDeclaredCalls) {
