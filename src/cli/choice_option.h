@@ -10,6 +10,7 @@
 
 #include "disagg/routing_policy.h"
 #include "engine/scheduler.h"
+#include "engine/spec_config.h"
 #include "kv/kv_cache.h"
 #include "kv/eviction_policy.h"
 #include "kv/token_eviction.h"
@@ -56,6 +57,15 @@ inline Choices<kv::TokenEvictionPolicy> kv_evict_choices() {
 /// --scheduling-policy values.
 inline Choices<engine::SchedulingPolicy> scheduling_choices() {
   return {{"fcfs", engine::SchedulingPolicy::kFcfs}, {"priority", engine::SchedulingPolicy::kPriority}};
+}
+
+/// --speculative values.
+inline Choices<engine::SpecMethod> spec_choices() {
+  Choices<engine::SpecMethod> m;
+  for (engine::SpecMethod x : {engine::SpecMethod::kOff, engine::SpecMethod::kNgram, engine::SpecMethod::kLayerSkip,
+                               engine::SpecMethod::kDraft})
+    m.emplace_back(engine::spec_method_name(x), x);
+  return m;
 }
 
 /// The router's --policy values.

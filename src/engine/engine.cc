@@ -179,6 +179,7 @@ MetricsSnapshot EngineImpl::metrics() const {
   m.kv_blocks_free = stats_blocks_free_;
   m.kv_block_bytes = kv_block_bytes_;
   m.preemptions = stats_preemptions_;
+  m.has_spec = proposer_ != nullptr;
   if (cfg_.transfer_metrics) cfg_.transfer_metrics->fill(m);
   return m;
 }
@@ -221,6 +222,7 @@ void EngineImpl::end_choice(RequestGroup& g, int choice_index, FinishReason reas
 }
 
 void EngineImpl::finish(Sequence* s, FinishReason reason, StreamDelta delta) {
+  if (proposer_) proposer_->release(s->id, s->choice_index);
   std::unique_ptr<Sequence> owned = sched_.finish(s);
   RequestGroup& g = *s->group;
   if (s->choice_index == 0 && !g.pending_forks.empty()) {
@@ -313,23 +315,26 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
   }
 }
 
-void EngineImpl::sample_next(Sequence& s, const float* logits) {
+bool EngineImpl::sample_next(Sequence& s, const float* logits, int32_t* token) {
   const int n_vocab = model_->config().n_vocab;
   const uint32_t* allowed = s.matcher ? s.matcher->mask(s.grammar_state) : nullptr;
   const int32_t tok = sample_token(logits, n_vocab, s.params, s.rng, allowed);
+  if (token) *token = tok;
   if (tok < 0) {
     StreamDelta d;
     d.error = "the grammar allows no token of the vocabulary here";
     finish(&s, FinishReason::Error, std::move(d));
-    return;
+    return true;
   }
-  process_token(s, tok, s.params.top_logprobs >= 0
+  return process_token(s, tok, s.params.top_logprobs >= 0
                             ? std::optional<TokenLogprob>(token_logprobs(logits, n_vocab, tok, s.params.top_logprobs))
                             : std::nullopt);
 }
 
 bool EngineImpl::step() {
+  prepare_drafts();
   std::vector<ScheduledSeq> plan = sched_.schedule();
+  finish_drafts(plan);
   // Before any token of this step is pushed: a client that reads /metrics once its
   // request ends sees that request's prefix-cache lookup.
   metrics_.add_prefix_query(sched_.prefix_queries() - reported_queries_, sched_.prefix_hits() - reported_hits_);
@@ -359,7 +364,8 @@ bool EngineImpl::step() {
     for (int j = 0; j < plan[i].n_tokens; ++j) {
       const int pos = s.num_computed + j;
       const int entry = pos - s.kv.num_evicted;  // slot index in the block table
-      batch.tokens.push_back(s.tokens[pos]);
+      // Past the sequence's tokens: its proposal (speculative decoding).
+      batch.tokens.push_back(pos < static_cast<int>(s.tokens.size()) ? s.tokens[pos] : s.spec_draft[pos - s.tokens.size()]);
       batch.positions.push_back(pos);
       batch.slot_mapping.push_back(s.kv.block_table.slot(entry, bs));
       if (any_evicted) batch.n_keys.push_back(entry + 1);
@@ -374,7 +380,9 @@ bool EngineImpl::step() {
       // order. See kernels::matmul.
       batch.gemm_order.push_back(kernels::gemm_order_flag(pos, s.role_prompt_len));
     }
-    if (plan[i].needs_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
+    if (!s.spec_draft.empty())  // every row of a verification needs its logits
+      for (int j = plan[i].n_tokens; j > 0; --j) batch.logits_rows.push_back(batch.n_tokens() - j);
+    else if (plan[i].needs_logits) batch.logits_rows.push_back(batch.n_tokens() - 1);
   }
   if (std::any_of(plan.begin(), plan.end(), [](const ScheduledSeq& p) { return p.seq->kv_sink != nullptr; }))
     batch.after_layer = [&](int layer) { emit_sink_blocks(plan, layer); };
@@ -391,6 +399,11 @@ bool EngineImpl::step() {
         kv::add_attention_mass(s.kv.attn_mass, attn_mass_.data() + mass_at, keys);
         mass_at += keys;
       }
+    if (!s.spec_draft.empty()) {
+      const int rows = verify_drafts(s, logits + row * n_vocab);
+      row += rows;
+      continue;
+    }
     s.num_computed += p.n_tokens;
     sched_.on_computed(s);
     if (!p.needs_logits) continue;
@@ -481,7 +494,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.max_seqs < 1) return Status::InvalidArgument("--max-seqs must be >= 1");
   if (std::string why = cfg.kv_evict.check(cfg.kv_budget); !why.empty()) return Status::InvalidArgument(why);
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
-  m.value()->reserve(cfg.max_batched_tokens, cfg.max_seqs);  // a step's tokens and logits rows
+  if (std::string why = spec_config_error(cfg.spec, mc); !why.empty()) return Status::InvalidArgument(why);
+  // A step's tokens and logits rows (a verification: one per row).
+  m.value()->reserve(cfg.max_batched_tokens, cfg.spec.method == SpecMethod::kOff
+                                                 ? cfg.max_seqs
+                                                 : std::min(cfg.max_batched_tokens, cfg.max_seqs * (cfg.spec.k + 1)));
+  auto draft = load_draft_model(cfg.spec, *m.value());
+  if (!draft.ok()) return draft.status();
 
   if (!kernels::kv_dtype_fits(cfg.kv_dtype, mc.head_dim))
     return Status::InvalidArgument(std::string("--kv-dtype ") + kv::kv_dtype_name(cfg.kv_dtype) +
@@ -520,7 +539,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
     PDS_LOG_INFO("token eviction: {} tokens kept per sequence ({}, {} sinks, {} recent)", cfg.kv_budget,
                  kv::token_eviction_name(cfg.kv_evict.policy), cfg.kv_evict.sinks, cfg.kv_evict.recent_for(cfg.kv_budget));
   return std::unique_ptr<Engine>(
-      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction));
+      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction, std::move(draft.value())));
 }
 
 }  // namespace pdserve::engine

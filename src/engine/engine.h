@@ -12,6 +12,7 @@
 #include "engine/metrics.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
+#include "engine/spec_config.h"
 #include "kernels/attention.h"  // KvDtype
 #include "kv/eviction_policy.h"
 #include "kv/token_eviction.h"
@@ -54,6 +55,8 @@ struct EngineConfig {
   int remote_prefill_threshold = 0;
   // Disaggregation counters, shared with the transport; exported at /metrics when set.
   std::shared_ptr<TransferMetrics> transfer_metrics;
+  // Speculative decoding (--speculative, --spec-k, ...; engine/spec_proposer.h).
+  SpecConfig spec;
 };
 
 /// Per-request options beyond sampling.

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/grammar_cache.h"
 #include "engine/scheduler.h"
+#include "engine/spec_proposer.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -45,7 +46,8 @@ KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
-             const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction)
+             const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction,
+             std::unique_ptr<model::Model> draft = nullptr)
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
         blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))),
@@ -57,6 +59,7 @@ class EngineImpl final : public Engine {
     stats_blocks_total_ = shape.num_blocks;
     stats_blocks_free_ = shape.num_blocks;
     kv_block_bytes_ = shape.bytes_per_block();
+    proposer_ = make_proposer(cfg_.spec, *model_, kv_, std::move(draft));
     loop_ = std::thread([this] { run(); });
   }
   ~EngineImpl() override { shutdown(); }
@@ -97,7 +100,22 @@ class EngineImpl final : public Engine {
   void fork_choices(Sequence& parent, const float* logits);
   /// Samples `s`'s next token from `logits` (only tokens its grammar allows) and
   /// processes it; a grammar that allows no token ends the sequence with an error.
-  void sample_next(Sequence& s, const float* logits);
+  /// Returns true when the sequence ended (then `s` is gone); `token` (optional) gets the
+  /// sampled token (-1 when none).
+  bool sample_next(Sequence& s, const float* logits, int32_t* token = nullptr);
+
+  // Speculative decoding (engine_spec.cc).
+  /// Before scheduling: each running decode sequence's draft slot request (spec_want) and,
+  /// for a proposer that runs before scheduling, its proposal.
+  void prepare_drafts();
+  /// After scheduling: trims proposals to the slots granted, or runs a proposer that
+  /// needs them; a plan entry with a proposal then covers 1 + spec_draft.size() tokens.
+  void finish_drafts(std::vector<ScheduledSeq>& plan);
+  /// `s` ran its last token and its proposal as rows with `logits` ([rows][n_vocab]):
+  /// samples each row as plain decoding would, keeps the tokens up to the first that
+  /// differs from the proposal (or the end), rolls the KV of the rest back. Returns the
+  /// rows used (1 + proposal length). `s` may be gone afterwards (it ended).
+  int verify_drafts(Sequence& s, const float* logits);
   /// Appends a sampled token, checks stops, pushes a delta; true when the sequence ended.
   bool process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob);
   void finish(Sequence* s, FinishReason reason, StreamDelta delta);
@@ -113,6 +131,7 @@ class EngineImpl final : public Engine {
   Scheduler sched_;  // engine thread only
   CacheBlockAccess blocks_;
   GrammarCache grammars_;
+  std::unique_ptr<Proposer> proposer_;  // null without --speculative
   EngineMetrics metrics_;
   std::mutex remote_mu_;
   std::condition_variable remote_idle_;              // remote_inflight_ reached 0

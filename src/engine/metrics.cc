@@ -43,8 +43,21 @@ void EngineMetrics::add_prefix_query(int64_t queried_tokens, int64_t hit_tokens)
   prefix_hits_ += hit_tokens;
 }
 
+void EngineMetrics::record_spec(int proposed, int accepted) {
+  std::lock_guard<std::mutex> lk(mu_);
+  spec_drafts_++;
+  spec_draft_tokens_ += proposed;
+  spec_accepted_ += accepted;
+  if (spec_per_pos_.size() < static_cast<size_t>(proposed)) spec_per_pos_.resize(proposed, 0);
+  for (int i = 0; i < accepted; ++i) spec_per_pos_[i]++;
+}
+
 void EngineMetrics::fill(MetricsSnapshot& out) const {
   std::lock_guard<std::mutex> lk(mu_);
+  out.spec_drafts = spec_drafts_;
+  out.spec_draft_tokens = spec_draft_tokens_;
+  out.spec_accepted_tokens = spec_accepted_;
+  out.spec_accepted_per_pos = spec_per_pos_;
   out.request_success = success_;
   out.prompt_tokens = prompt_tokens_;
   out.generation_tokens = generation_tokens_;

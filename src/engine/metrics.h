@@ -39,6 +39,12 @@ struct MetricsSnapshot {
   std::map<std::string, int64_t> kv_transfer_failures;  // by reason
   Histogram kv_transfer_seconds;
   int64_t remote_prefills = 0, local_prefills = 0, recompute_fallbacks = 0;
+  // Speculative decoding (present with --speculative; vLLM's spec_decode_* counters).
+  bool has_spec = false;
+  int64_t spec_drafts = 0;           // verifications (sequence-steps with a proposal)
+  int64_t spec_draft_tokens = 0;     // proposed tokens
+  int64_t spec_accepted_tokens = 0;  // proposed tokens equal to the token emitted
+  std::vector<int64_t> spec_accepted_per_pos;  // [i]: accepted proposals at draft position i
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.
@@ -49,6 +55,8 @@ class EngineMetrics {
   void record_request(const std::string& finished_reason, double queue_s, double ttft_s, double tpot_s,
                       bool has_tpot, double e2e_s, int64_t prompt_tokens, int64_t generation_tokens);
   void add_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
+  /// One verification: `proposed` draft tokens, the first `accepted` of them matched.
+  void record_spec(int proposed, int accepted);
   /// Copies the request-level part into `out`.
   void fill(MetricsSnapshot& out) const;
 
@@ -57,6 +65,8 @@ class EngineMetrics {
   std::map<std::string, int64_t> success_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;
+  std::vector<int64_t> spec_per_pos_;
   Histogram ttft_, tpot_, e2e_, queue_;
 };
 

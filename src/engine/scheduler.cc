@@ -64,6 +64,17 @@ int Scheduler::chunk(const Sequence& s, int budget) const {
   return n;
 }
 
+int Scheduler::draft_slots(Sequence& s, int budget) const {
+  int d = s.kv_budget > 0 ? 0 : std::min(s.spec_want, budget - 1);  // token eviction: one token per step
+  if (d > 0) {
+    const int64_t spare = std::max<int64_t>(0, kv_.usage().free - static_cast<int64_t>(running_.size() - 1));
+    const int64_t room = (s.kv.num_blocks() + spare) * kv_.block_size() - s.num_computed - 1;
+    d = static_cast<int>(std::min<int64_t>(d, room));
+  }
+  s.spec_want = std::max(0, d);
+  return s.spec_want;
+}
+
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
   // A sequence with a kv_budget neither matches nor inserts (kv_.cache_full_blocks is a
   // no-op without a match): h2o ranks by the mass of every prompt query, which a cached
@@ -110,9 +121,9 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
       if (budget <= 0) break;
       const bool decode = s->num_uncomputed() == 1;
       if (decode != (phase == 0) || !still_running(s)) continue;
-      const int n = chunk(*s, budget);
+      const int n = decode ? 1 + draft_slots(*s, budget) : chunk(*s, budget);
       if (!ensure_blocks(*s, n, plan)) continue;  // `s` was preempted
-      plan.push_back({s, n, s->num_computed + n == static_cast<int>(s->tokens.size())});
+      plan.push_back({s, n, s->num_computed + n >= static_cast<int>(s->tokens.size())});
       budget -= n;
     }
   }

@@ -100,6 +100,11 @@ class Scheduler {
   enum class Admit { kRun, kRemote, kNoRoom };
   Admit admit(Sequence& s, int budget, int& n_out);
   int chunk(const Sequence& s, int budget) const;
+  /// Speculative decoding: draft positions a decode sequence gets this step, at most
+  /// s.spec_want (set to the result): what the budget leaves after its own token, and
+  /// what its blocks plus the free list hold, less one free block per other running
+  /// sequence, so drafts never preempt, evict cached prefixes or starve a plain decode.
+  int draft_slots(Sequence& s, int budget) const;
   /// Blocks the token eviction after running n_tokens of `s` may copy (0 when it does not evict then).
   int copies_after(const Sequence& s, int n_tokens) const;
   void free_blocks(Sequence& s);

@@ -13,6 +13,7 @@
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
+#include "engine/spec_adaptive.h"
 #include "kv/kv_cache_manager.h"
 #include "tokenizer/tokenizer.h"
 
@@ -101,6 +102,11 @@ struct Sequence {
   std::vector<int> sink_sent;                // per layer: blocks handed to kv_sink
   bool remote_tried = false;                 // decode worker: remote prefill attempted
   bool cancel_sent = false;                  // decode worker: transfer cancel requested
+
+  // Speculative decoding (engine/spec_proposer.h), engine thread only.
+  SpecState spec;                            // adaptive k
+  int spec_want = 0;                         // draft slots asked of the scheduler this step (it may lower it)
+  std::vector<int32_t> spec_draft;           // this step's proposal, verified as extra rows
 
   int num_generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   /// Tokens still to run through the model before the next token can be sampled.

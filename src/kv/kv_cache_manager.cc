@@ -1,5 +1,6 @@
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "kv/block_pool.h"
@@ -74,6 +75,15 @@ bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
     cache_->lock(node_of(child));
   }
   return true;
+}
+
+void KvCacheManager::truncate(KvSeq& seq, int num_tokens) {
+  auto& b = seq.block_table.blocks;
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(blocks_for(num_tokens - seq.num_evicted), seq.num_cached_blocks));
+  while (b.size() > keep) {
+    pool_->decref(b.back());
+    b.pop_back();
+  }
 }
 
 void KvCacheManager::free(KvSeq& seq) {

@@ -97,6 +97,12 @@ class KvCacheManager {
   /// passes its kept entries and eviction state (kept positions, attention mass) on.
   bool fork(const KvSeq& parent, int num_tokens, KvSeq& child);
 
+  /// Speculative decoding's rollback: gives back `seq`'s blocks past the first
+  /// blocks_for(num_tokens) (tail first), never one the radix cache holds. Positions
+  /// >= num_tokens in the kept last block are left as they are: nothing attends to them
+  /// before a later step writes them again (attention reads keys 0..pos only).
+  void truncate(KvSeq& seq, int num_tokens);
+
   /// Drops `seq`'s blocks, tail first (so a prefix outlives its tails in the LRU order),
   /// and its lock; blocks the radix cache holds stay cached. Resets the eviction state.
   void free(KvSeq& seq);

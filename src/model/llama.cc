@@ -45,6 +45,10 @@ void add_bias(float* x, const float* b, int n_tokens, int n) {
 }  // namespace
 
 const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv) {
+  return forward_first_layers(batch, kv, config_.n_layer);
+}
+
+const float* Model::forward_first_layers(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, int n_layers) {
   const ModelConfig& c = config_;
   const int n = batch.n_tokens();
   const int E = c.n_embd, F = c.n_ff, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
@@ -83,7 +87,7 @@ const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLay
   for (int64_t tasks = int64_t{n} * c.n_head_kv; attn_parts < group; ++attn_parts, tasks += int64_t{n} * c.n_head_kv)
     if (tasks % attn_threads == 0 || tasks >= 4 * attn_threads) break;
 
-  for (int l = 0; l < c.n_layer; ++l) {
+  for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const kernels::KvLayerView& cache = kv[l];
 
@@ -132,7 +136,7 @@ const float* Model::forward(const Batch& batch, const std::vector<kernels::KvLay
     kernels::matmul(L.wo, attn, n, proj, order);
     kernels::add_inplace(x, proj, n * E);
 
-    if (l + 1 < c.n_layer) {
+    if (l + 1 < n_layers) {
       ffn(L, x, n, order);
     } else {
       // Last layer: only the logits rows still matter (the K/V of every layer is already

@@ -42,6 +42,12 @@ class Model {
   /// attention, SwiGLU FFN; qwen2 adds Q/K/V biases and NeoX RoPE.
   const float* forward(const Batch& batch, const std::vector<kernels::KvLayerView>& kv);
 
+  /// Early exit (self-speculative drafting, LayerSkip: Elhoushi et al. 2024): forward()
+  /// through the first `n_layers` layers only (1..n_layer; n_layer = forward()), then the
+  /// output norm and head on the logits rows. Writes those layers' K/V of every token —
+  /// the bits forward() writes there, as the first layers do not depend on the rest.
+  const float* forward_first_layers(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, int n_layers);
+
  private:
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;

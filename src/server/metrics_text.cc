@@ -117,6 +117,17 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
     w.scalar("pdserve_kv_recompute_fallback_total", "counter", "Remote prefills that failed and were recomputed locally.",
              m.recompute_fallbacks);
   }
+  if (m.has_spec) {  // speculative decoding, as vLLM's spec_decode_* counters
+    w.scalar("pdserve_spec_decode_num_drafts_total", "counter", "Verifications of a sequence's proposal.", m.spec_drafts);
+    w.scalar("pdserve_spec_decode_num_draft_tokens_total", "counter", "Proposed (draft) tokens verified.",
+             m.spec_draft_tokens);
+    w.scalar("pdserve_spec_decode_num_accepted_tokens_total", "counter", "Proposed tokens equal to the token emitted.",
+             m.spec_accepted_tokens);
+    w.header("pdserve_spec_decode_num_accepted_tokens_per_pos", "counter", "Accepted proposals by draft position (0-based).");
+    for (size_t i = 0; i < m.spec_accepted_per_pos.size(); ++i)
+      w.labelled("pdserve_spec_decode_num_accepted_tokens_per_pos", "position=\"" + std::to_string(i) + "\"",
+                 static_cast<double>(m.spec_accepted_per_pos[i]));
+  }
   return w.str();
 }
 
