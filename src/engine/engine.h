@@ -14,6 +14,7 @@
 #include "engine/sampling_params.h"
 #include "kernels/attention.h"  // KvDtype
 #include "kv/eviction_policy.h"
+#include "kv/kv_tier_options.h"
 #include "kv/token_eviction.h"
 
 namespace pdserve::tokenizer {
@@ -54,6 +55,9 @@ struct EngineConfig {
   int remote_prefill_threshold = 0;
   // Disaggregation counters, shared with the transport; exported at /metrics when set.
   std::shared_ptr<TransferMetrics> transfer_metrics;
+  // KV store tiers below the pool (kv/kv_tiers.h): --kv-offload-dir, --kv-offload-gb,
+  // --kv-store, --kv-store-timeout-ms, --kv-restore, --kv-snapshot-interval.
+  kv::KvTierOptions kv_tiers;
 };
 
 /// Per-request options beyond sampling.

@@ -23,6 +23,16 @@ struct Histogram {
   void observe(double v);
 };
 
+/// One KV store tier's counters (kv::TierStats; blocks/bytes -1 when the tier cannot tell).
+struct KvStoreTierMetrics {
+  std::string tier;  // "disk" or "redis"
+  int64_t hits = 0, misses = 0, writes = 0, errors = 0;
+  int64_t bytes_read = 0, bytes_written = 0;
+  int64_t blocks = -1, bytes = -1;
+  bool up = true;  // answered its last call
+  Histogram get_seconds, put_seconds;
+};
+
 /// Snapshot of everything /metrics reports about the engine.
 struct MetricsSnapshot {
   int64_t requests_running = 0, requests_waiting = 0;
@@ -39,6 +49,8 @@ struct MetricsSnapshot {
   std::map<std::string, int64_t> kv_transfer_failures;  // by reason
   Histogram kv_transfer_seconds;
   int64_t remote_prefills = 0, local_prefills = 0, recompute_fallbacks = 0;
+  // KV store tiers (empty without --kv-offload-dir / --kv-store).
+  std::vector<KvStoreTierMetrics> kv_store;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

@@ -102,6 +102,12 @@ struct Sequence {
   bool remote_tried = false;                 // decode worker: remote prefill attempted
   bool cancel_sent = false;                  // decode worker: transfer cancel requested
 
+  // KV store tiers: 0 = not looked up, 1 = fetching, 2 = fetched (store_blocks holds
+  // blocks store_first.. of the prompt until admission imports them), 3 = done.
+  int store_state = 0;
+  int store_first = 0;
+  std::vector<std::string> store_blocks;
+
   int num_generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   /// Tokens still to run through the model before the next token can be sampled.
   int num_uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }

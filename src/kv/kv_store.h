@@ -31,6 +31,11 @@ class KvStore {
   /// Whether this tier knows it holds `key` without asking anyone (false when it cannot
   /// tell cheaply, e.g. Redis).
   virtual bool has_local(const BlockKey& key) const { (void)key; return false; }
+  /// Whether the tier answered its last call (false during an outage).
+  virtual bool up() const { return true; }
+  /// During an outage: tries to reconnect (respecting the backoff), so hits resume
+  /// without waiting for traffic to find the tier back.
+  virtual void probe() {}
   /// Persists the tier's index (warm restart); a no-op for tiers that keep their own.
   virtual void snapshot() {}
   /// Blocks and bytes the tier holds, when it knows (-1 when not).

@@ -115,10 +115,20 @@ void KvTiers::write_loop() {
   const bool periodic = opts_.snapshot_interval_s > 0;
   const auto interval = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(periodic ? opts_.snapshot_interval_s : 1.0));
   auto next_snapshot = clock::now() + interval;
+  auto any_down = [&] {
+    return std::any_of(tiers_.begin(), tiers_.end(), [&](Tier& t) { return !writer(t).up(); });
+  };
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    if (periodic) write_cv_.wait_until(lk, next_snapshot, [&] { return stop_ || !writes_.empty(); });
-    else write_cv_.wait(lk, [&] { return stop_ || !writes_.empty(); });
+    auto wake_at = periodic ? next_snapshot : clock::now() + std::chrono::hours(1);
+    if (any_down()) {
+      wake_at = std::min(wake_at, clock::now() + std::chrono::milliseconds(200));
+      lk.unlock();
+      for (Tier& t : tiers_)
+        if (!writer(t).up()) writer(t).probe();
+      lk.lock();
+    }
+    write_cv_.wait_until(lk, wake_at, [&] { return stop_ || !writes_.empty(); });
     if (periodic && clock::now() >= next_snapshot) {
       lk.unlock();
       for (Tier& t : tiers_) writer(t).snapshot();
@@ -253,6 +263,7 @@ std::vector<TierStats> KvTiers::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   for (const Tier& t : tiers_) {
     out.push_back(t.st);
+    out.back().up = (t.shared ? t.shared : t.writer.get())->up();
     if (t.shared) {
       out.back().blocks = t.shared->num_blocks();
       out.back().bytes = t.shared->num_bytes();

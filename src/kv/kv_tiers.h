@@ -4,7 +4,8 @@
 //  * a writer thread takes write-through blocks (full prompt blocks as they enter the
 //    radix cache) from a bounded queue — a full queue drops the write (counted as an
 //    error) rather than block — encodes them (kv/block_key.h) and puts them to every
-//    tier; it also writes the tiers' snapshots every --kv-snapshot-interval seconds;
+//    tier; it also writes the tiers' snapshots every --kv-snapshot-interval seconds,
+//    and probes a tier in an outage every 200 ms (KvStore::probe);
 //  * a reader thread serves fetches: the blocks of a prompt after its L1 hit, in order,
 //    each from the first tier that has a value passing decode_stored_block (a bad value
 //    is an error and the next tier is asked), stopping at the first block no tier has.
@@ -26,19 +27,9 @@
 #include "base/status.h"
 #include "kv/block_key.h"
 #include "kv/kv_store.h"
+#include "kv/kv_tier_options.h"
 
 namespace pdserve::kv {
-
-/// Which tiers exist (the --kv-* flags).
-struct KvTierOptions {
-  std::string offload_dir;        // --kv-offload-dir ("" = no disk tier)
-  int64_t offload_bytes = 0;      // --kv-offload-gb in bytes
-  std::string store_url;          // --kv-store ("" = no Redis tier)
-  int timeout_ms = 200;           // --kv-store-timeout-ms
-  bool restore = true;            // --kv-restore
-  double snapshot_interval_s = 0; // --kv-snapshot-interval (0 = only at shutdown)
-  bool any() const { return !offload_dir.empty() || !store_url.empty(); }
-};
 
 /// A latency histogram in seconds (Prometheus buckets; copied into the engine's metrics).
 struct TierLatency {
@@ -55,6 +46,7 @@ struct TierStats {
   int64_t hits = 0, misses = 0, writes = 0, errors = 0;
   int64_t bytes_read = 0, bytes_written = 0;
   int64_t blocks = -1, bytes = -1;
+  bool up = true;
   TierLatency get_latency, put_latency;
 };
 

@@ -10,7 +10,7 @@ namespace pdserve::kv {
 
 namespace {
 
-constexpr std::chrono::milliseconds kMinBackoff{100}, kMaxBackoff{5000};
+constexpr std::chrono::milliseconds kMinBackoff{100}, kMaxBackoff{2000};
 
 std::string redis_key(const BlockKey& key) { return "pdserve:kv:" + pds::to_hex(key); }
 
@@ -62,7 +62,7 @@ Status RedisKvStore::fail(const std::string& what) {
 
 Status RedisKvStore::connect() {
   if (ctx_) return Status::Ok();
-  if (std::chrono::steady_clock::now() < retry_at_) return Status::Unavailable("kv store " + url_.text + ": backing off");
+  if (health_->down && std::chrono::steady_clock::now() < retry_at_) return Status::Unavailable("kv store " + url_.text + ": backing off");
   const timeval tv{timeout_ms_ / 1000, (timeout_ms_ % 1000) * 1000};
   ctx_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, tv);
   if (!ctx_ || ctx_->err) return fail(ctx_ ? ctx_->errstr : "cannot allocate a connection");

@@ -1,7 +1,7 @@
 // RedisKvStore: the shared tier (--kv-store redis://HOST:PORT[/DB]) through hiredis'
 // blocking API with a timeout (--kv-store-timeout-ms). Keys are "pdserve:kv:<hex key>";
 // Redis' own maxmemory policy bounds it. A failed call drops the connection; the next
-// connect waits a backoff (100 ms doubling to 5 s) during which calls fail at once
+// connect waits a backoff (100 ms doubling to 2 s; a connection of the same URL that got back in ends it) during which calls fail at once
 // (Unavailable), so an unreachable server costs recompute, not a stall. An outage is
 // logged once when it starts and once when it ends (a RedisHealth shared by the
 // connections of one URL).
@@ -43,6 +43,8 @@ class RedisKvStore final : public KvStore {
   const char* tier() const override { return "redis"; }
   Result<std::optional<std::string>> get(const BlockKey& key) override;
   Status put(const BlockKey& key, const std::string& value) override;
+  bool up() const override { return !health_->down; }
+  void probe() override { (void)connect(); }
 
  private:
   /// A live connection, or Unavailable (during the backoff, or when connecting fails).
