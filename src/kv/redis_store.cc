@@ -79,11 +79,21 @@ Status RedisKvStore::connect() {
   return Status::Ok();
 }
 
+Status RedisKvStore::reconnect() {
+  // A connection that broke since its last call (e.g. the server restarted): one fresh
+  // attempt at once, before this counts as an outage.
+  redisFree(ctx_);
+  ctx_ = nullptr;
+  retry_at_ = {};
+  return connect();
+}
+
 Result<std::optional<std::string>> RedisKvStore::get(const BlockKey& key) {
   if (Status s = connect(); !s.ok()) return s;
   const std::string k = redis_key(key);
   auto* r = static_cast<redisReply*>(redisCommand(ctx_, "GET %b", k.data(), k.size()));
-  if (!r) return fail(std::string("GET: ") + ctx_->errstr);
+  if (!r && reconnect().ok()) r = static_cast<redisReply*>(redisCommand(ctx_, "GET %b", k.data(), k.size()));
+  if (!r) return fail(std::string("GET: ") + (ctx_ ? ctx_->errstr : "no connection"));
   Result<std::optional<std::string>> out = std::optional<std::string>();
   if (r->type == REDIS_REPLY_STRING) out = std::optional<std::string>(std::string(r->str, r->len));
   else if (r->type == REDIS_REPLY_ERROR) out = Status::Internal("kv store " + url_.text + ": GET: " + std::string(r->str, r->len));
@@ -95,7 +105,9 @@ Status RedisKvStore::put(const BlockKey& key, const std::string& value) {
   if (Status s = connect(); !s.ok()) return s;
   const std::string k = redis_key(key);
   auto* r = static_cast<redisReply*>(redisCommand(ctx_, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
-  if (!r) return fail(std::string("SET: ") + ctx_->errstr);
+  if (!r && reconnect().ok())
+    r = static_cast<redisReply*>(redisCommand(ctx_, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
+  if (!r) return fail(std::string("SET: ") + (ctx_ ? ctx_->errstr : "no connection"));
   Status out = Status::Ok();
   if (r->type == REDIS_REPLY_ERROR)  // e.g. OOM under maxmemory noeviction: the tier is full
     out = Status::ResourceExhausted("kv store " + url_.text + ": SET: " + std::string(r->str, r->len));

@@ -49,6 +49,8 @@ class RedisKvStore final : public KvStore {
  private:
   /// A live connection, or Unavailable (during the backoff, or when connecting fails).
   Status connect();
+  /// After a command failed on a live connection: drops it and connects again at once.
+  Status reconnect();
   /// Drops the connection after a failure; logs when an outage starts.
   Status fail(const std::string& what);
 

@@ -132,7 +132,7 @@ TEST_F(KvStoreRedis, KilledMidRunCostsRecomputeAndHitsResume) {
   ASSERT_TRUE(a.ready()) << a.error();
   ServerProcess b(store_flags(redis_));
   ASSERT_TRUE(b.ready()) << b.error();
-  ServerProcess ref({"--no-prefix-cache"});
+  ServerProcess ref(std::vector<std::string>{"--no-prefix-cache"});
   ASSERT_TRUE(ref.ready()) << ref.error();
   const Completion p5 = complete(a.port(), long_prompt(5));
   ASSERT_TRUE(wait_writes(a, p5.prompt_tokens / 16));
