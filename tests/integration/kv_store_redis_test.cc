@@ -5,7 +5,9 @@
 // mid-run costs recompute, never a wrong token, and hits resume once it is back.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "support/kv_store_util.h"
@@ -160,6 +162,31 @@ TEST_F(KvStoreRedis, KilledMidRunCostsRecomputeAndHitsResume) {
   const Completion hit = complete(b.port(), long_prompt(7));
   EXPECT_GE(hit.cached_tokens, p7.prompt_tokens * 9 / 10);
   EXPECT_TRUE(hit.same_output(p7));
+}
+
+TEST_F(KvStoreRedis, AFetchWaitsOffTheStepLoopWhileOthersRun) {
+  ServerProcess a(store_flags(redis_));
+  ASSERT_TRUE(a.ready()) << a.error();
+  ServerProcess b(std::vector<std::string>{"--kv-store", redis_.url(), "--kv-store-timeout-ms", "20000"});
+  ASSERT_TRUE(b.ready()) << b.error();
+  const Completion cold = complete(a.port(), long_prompt(8));
+  ASSERT_TRUE(wait_writes(a, cold.prompt_tokens / 16));
+
+  // Redis stalls for 3 s; B's fetch of prompt 8 waits for it, in the loading state.
+  std::thread stall([&] { redis_.cli({"DEBUG", "SLEEP", "3"}); });
+  // A fixed pause: DEBUG SLEEP gives no event when it has begun, and the fetch must come after.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto slow = std::async(std::launch::async, [&] { return complete(b.port(), long_prompt(8)); });
+  EXPECT_TRUE(testing::wait_until([&] { return testing::scrape(b.port())["pdserve_requests_waiting"] == 1; },
+                                  std::chrono::seconds(10)));
+  // Meanwhile B serves a prompt with nothing to fetch (shorter than a block).
+  const Completion other = complete(b.port(), "Once upon a time");
+  EXPECT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(slow.wait_for(std::chrono::seconds(0)), std::future_status::timeout);  // still loading
+  const Completion got = slow.get();
+  stall.join();
+  EXPECT_GE(got.cached_tokens, cold.prompt_tokens * 9 / 10);  // the store answered after its stall
+  EXPECT_TRUE(got.same_output(cold));
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ class RedisServer {
       return false;
     }
     if (!proc_.spawn({binary_, "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                      "--dir", dir_, "--protected-mode", "no"},
+                      "--dir", dir_, "--protected-mode", "no", "--enable-debug-command", "local"},
                      dir_ + "/redis.log")) {
       error_ = proc_.error();
       return false;
