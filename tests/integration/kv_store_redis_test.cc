@@ -189,5 +189,30 @@ TEST_F(KvStoreRedis, AFetchWaitsOffTheStepLoopWhileOthersRun) {
   EXPECT_TRUE(got.same_output(cold));
 }
 
+TEST_F(KvStoreRedis, AFullRedisCostsRecomputeNotErrors) {
+  ServerProcess a(store_flags(redis_));
+  ASSERT_TRUE(a.ready()) << a.error();
+  ServerProcess b(store_flags(redis_));
+  ASSERT_TRUE(b.ready()) << b.error();
+  // maxmemory below what Redis already uses, no eviction: every SET answers OOM.
+  redis_.cli({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  redis_.cli({"CONFIG", "SET", "maxmemory", "1"});
+  const Completion cold = complete(a.port(), long_prompt(9));
+  ASSERT_EQ(cold.status, 200) << cold.body;
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return tier_metric(a.port(), "pdserve_kv_store_errors_total", "redis") >= cold.prompt_tokens / 16; },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(tier_metric(a.port(), "pdserve_kv_store_writes_total", "redis"), 0);
+  const Completion on_b = complete(b.port(), long_prompt(9));
+  EXPECT_EQ(on_b.cached_tokens, 0);
+  EXPECT_TRUE(on_b.same_output(cold));
+  redis_.cli({"CONFIG", "SET", "maxmemory", "0"});  // room again: the next prompt is shared
+  const Completion next = complete(a.port(), long_prompt(10));
+  ASSERT_TRUE(wait_writes(a, next.prompt_tokens / 16));
+  const Completion next_b = complete(b.port(), long_prompt(10));
+  EXPECT_GE(next_b.cached_tokens, next.prompt_tokens * 9 / 10);
+  EXPECT_TRUE(next_b.same_output(next));
+}
+
 }  // namespace
 }  // namespace pdserve
