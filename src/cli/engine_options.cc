@@ -59,6 +59,21 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--spec-ngram-max", cfg.spec.ngram_max, "ngram: longest suffix matched")->default_val(4)->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--draft-layers", cfg.spec.draft_layers, "layerskip: layers of the model that propose");
   cmd.add_option("--draft-model", cfg.spec.draft_model, "draft: GGUF of the proposing model (same vocabulary)");
+  // KV store tiers below the pool (kv/kv_tiers.h).
+  auto* dir = cmd.add_option("--kv-offload-dir", cfg.kv_tiers.offload_dir,
+                             "disk tier: keep prompt KV blocks in this directory (shared by restarts)");
+  cmd.add_option_function<double>(
+         "--kv-offload-gb", [&cfg](double gb) { cfg.kv_tiers.offload_bytes = static_cast<int64_t>(gb * (1 << 30)); },
+         "size bound of --kv-offload-dir in GiB (default 10; least recently used blocks are deleted)")
+      ->check(kFinite & CLI::Range(1e-6, 1e6))->needs(dir);
+  cmd.add_option("--kv-store", cfg.kv_tiers.store_url, "shared tier: a Redis server, redis://HOST:PORT[/DB]");
+  cmd.add_option("--kv-store-timeout-ms", cfg.kv_tiers.timeout_ms, "timeout of one --kv-store call (ms)")
+      ->default_val(200)->check(CLI::Range(1, 1 << 30));
+  cmd.add_option("--kv-restore", cfg.kv_tiers.restore,
+                 "use the blocks a tier already holds (warm restart); false: start the disk tier empty")->default_val(true);
+  cmd.add_option("--kv-snapshot-interval", cfg.kv_tiers.snapshot_interval_s,
+                 "seconds between snapshots of the disk tier's index (0 = at shutdown only)")
+      ->default_val(0)->check(kFinite & CLI::Range(0.0, 1e9));
 }
 
 }  // namespace pdserve::cli

@@ -181,6 +181,7 @@ MetricsSnapshot EngineImpl::metrics() const {
   m.preemptions = stats_preemptions_;
   m.has_spec = proposer_ != nullptr;
   if (cfg_.transfer_metrics) cfg_.transfer_metrics->fill(m);
+  fill_store_metrics(m);
   return m;
 }
 
@@ -421,7 +422,7 @@ void EngineImpl::publish_stats() {
   stats_blocks_free_ = u.free;
   stats_namespaces_ = static_cast<int64_t>(kv_.num_cache_namespaces());
   stats_running_ = static_cast<int64_t>(sched_.num_running());
-  stats_waiting_ = static_cast<int64_t>(sched_.num_waiting());
+  stats_waiting_ = static_cast<int64_t>(sched_.num_waiting() + sched_.num_loading());
   stats_awaiting_kv_ = static_cast<int64_t>(sched_.num_awaiting());
   stats_preemptions_ = sched_.num_preemptions();
 }
@@ -446,6 +447,7 @@ void EngineImpl::run() {
     }
     admit_inbox();
     drain_remote_results();
+    drain_store_results();
     reap();
     const bool computed = step();
     publish_stats();
@@ -538,8 +540,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.kv_budget > 0)
     PDS_LOG_INFO("token eviction: {} tokens kept per sequence ({}, {} sinks, {} recent)", cfg.kv_budget,
                  kv::token_eviction_name(cfg.kv_evict.policy), cfg.kv_evict.sinks, cfg.kv_evict.recent_for(cfg.kv_budget));
+  std::unique_ptr<kv::KvTiers> tiers;
+  if (cfg.kv_tiers.any()) {
+    if (!cfg.prefix_cache) return Status::InvalidArgument("--kv-offload-dir / --kv-store need the prefix cache (drop --no-prefix-cache)");
+    auto t = kv::KvTiers::open(cfg.kv_tiers);
+    if (!t.ok()) return t.status();
+    tiers = std::move(t.value());
+  }
   return std::unique_ptr<Engine>(
-      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction, std::move(draft.value())));
+      new EngineImpl(cfg, std::move(m.value()), std::move(tok.value()), shape, n_ctx, sc, cfg.eviction, std::move(draft.value()),
+                     std::move(tiers)));
 }
 
 }  // namespace pdserve::engine

@@ -15,6 +15,7 @@
 #include "engine/spec_config.h"
 #include "kernels/attention.h"  // KvDtype
 #include "kv/eviction_policy.h"
+#include "kv/kv_tier_options.h"
 #include "kv/token_eviction.h"
 
 namespace pdserve::tokenizer {
@@ -57,6 +58,9 @@ struct EngineConfig {
   std::shared_ptr<TransferMetrics> transfer_metrics;
   // Speculative decoding (--speculative, --spec-k, ...; engine/spec_proposer.h).
   SpecConfig spec;
+  // KV store tiers below the pool (kv/kv_tiers.h): --kv-offload-dir, --kv-offload-gb,
+  // --kv-store, --kv-store-timeout-ms, --kv-restore, --kv-snapshot-interval.
+  kv::KvTierOptions kv_tiers;
 };
 
 /// Per-request options beyond sampling.

@@ -18,6 +18,7 @@
 #include "engine/scheduler.h"
 #include "engine/spec_proposer.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_tiers.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,14 +48,15 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineConfig& cfg, std::unique_ptr<model::Model> m, std::unique_ptr<tokenizer::Tokenizer> tok,
              const kv::KvCacheShape& shape, int n_ctx, const SchedulerConfig& sc, kv::EvictionPolicy eviction,
-             std::unique_ptr<model::Model> draft = nullptr)
-      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), n_ctx_(n_ctx),
+             std::unique_ptr<model::Model> draft = nullptr, std::unique_ptr<kv::KvTiers> tiers = nullptr)
+      : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), tiers_(std::move(tiers)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
         blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))),
         grammars_(*tok_, model_->config().n_vocab) {
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }
+    if (tiers_) attach_tiers();
     name_ = cfg.model_name.empty() ? std::filesystem::path(cfg.model_path).stem().string() : cfg.model_name;
     stats_blocks_total_ = shape.num_blocks;
     stats_blocks_free_ = shape.num_blocks;
@@ -84,6 +86,13 @@ class EngineImpl final : public Engine {
   bool wants_remote_prefill(Sequence& s);
   void start_remote_prefills();
   void drain_remote_results();
+  // KV store tiers (engine_store.cc).
+  void attach_tiers();
+  /// Scheduler::set_store_loader's callback.
+  int store_load(Sequence& s, int max_hit);
+  /// Fetches that ended: their sequences queue for admission again.
+  void drain_store_results();
+  void fill_store_metrics(MetricsSnapshot& m) const;
   /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
   void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
   void run();
@@ -125,6 +134,7 @@ class EngineImpl final : public Engine {
   EngineConfig cfg_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<kv::KvTiers> tiers_;  // null without a store tier; outlives the loop thread
   std::string name_;
   int n_ctx_;
   kv::KvCacheManager kv_;  // engine thread only (blocks_: transfers, on handed-over blocks)

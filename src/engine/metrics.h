@@ -23,6 +23,16 @@ struct Histogram {
   void observe(double v);
 };
 
+/// One KV store tier's counters (kv::TierStats; blocks/bytes -1 when the tier cannot tell).
+struct KvStoreTierMetrics {
+  std::string tier;  // "disk" or "redis"
+  int64_t hits = 0, misses = 0, writes = 0, errors = 0;
+  int64_t bytes_read = 0, bytes_written = 0;
+  int64_t blocks = -1, bytes = -1;
+  bool up = true;  // answered its last call
+  Histogram get_seconds, put_seconds;
+};
+
 /// Snapshot of everything /metrics reports about the engine.
 struct MetricsSnapshot {
   int64_t requests_running = 0, requests_waiting = 0;
@@ -45,6 +55,8 @@ struct MetricsSnapshot {
   int64_t spec_draft_tokens = 0;     // proposed tokens
   int64_t spec_accepted_tokens = 0;  // proposed tokens equal to the token emitted
   std::vector<int64_t> spec_accepted_per_pos;  // [i]: accepted proposals at draft position i
+  // KV store tiers (empty without --kv-offload-dir / --kv-store).
+  std::vector<KvStoreTierMetrics> kv_store;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

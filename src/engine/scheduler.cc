@@ -86,6 +86,14 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
     // decode role, so a match there would not be bit-identical.
     const int max_hit = std::min(static_cast<int>(s.tokens.size()) - 1, s.role_prompt_len);
     s.num_computed = kv_.match_prefix(s.kv, s.cache_salt, s.tokens.data(), max_hit);
+    if (store_loader_) {
+      const int added = store_loader_(s, max_hit);
+      if (added < 0) {
+        free_blocks(s);  // waits for its fetch without holding blocks
+        return Admit::kLoading;
+      }
+      s.num_computed += added;
+    }
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt
@@ -134,6 +142,11 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     int n = 0;
     const Admit a = admit(s, budget, n);
     if (a == Admit::kNoRoom) break;
+    if (a == Admit::kLoading) {
+      loading_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      continue;
+    }
     if (a == Admit::kRemote) {
       started_remote_.push_back(&s);
       awaiting_.push_back(std::move(waiting_.front()));
@@ -187,6 +200,22 @@ void Scheduler::remote_done(Sequence& seq, bool ok) {
   }
 }
 
+Sequence* Scheduler::find_loading(int64_t seq_id, int choice_index) {
+  for (auto& s : loading_)
+    if (s->id == seq_id && s->choice_index == choice_index) return s.get();
+  return nullptr;
+}
+
+void Scheduler::store_loaded(Sequence& seq) {
+  for (auto it = loading_.begin(); it != loading_.end(); ++it)
+    if (it->get() == &seq) {
+      std::unique_ptr<Sequence> s = std::move(*it);
+      loading_.erase(it);
+      add(std::move(s));
+      return;
+    }
+}
+
 std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
   std::unique_ptr<Sequence> out;
   for (auto it = running_.begin(); it != running_.end(); ++it) {
@@ -200,6 +229,13 @@ std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
     if (it->get() == seq) {
       out = std::move(*it);
       awaiting_.erase(it);
+      break;
+    }
+  }
+  for (auto it = loading_.begin(); !out && it != loading_.end(); ++it) {
+    if (it->get() == seq) {
+      out = std::move(*it);
+      loading_.erase(it);
       break;
     }
   }

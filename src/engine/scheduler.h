@@ -76,6 +76,17 @@ class Scheduler {
   void remote_done(Sequence& seq, bool ok);
   size_t num_awaiting() const { return awaiting_.size(); }
 
+  /// KV store tiers (kv/kv_tiers.h): called at admission after the prefix-cache match of
+  /// a sequence that may use the cache, with the most prompt tokens a hit may cover.
+  /// Returns the tokens it added to the hit (blocks imported from a tier), or -1 when the
+  /// sequence must wait for a fetch: it then leaves the queue, holding no blocks, until
+  /// store_loaded() (other sequences keep running).
+  void set_store_loader(std::function<int(Sequence&, int)> f) { store_loader_ = std::move(f); }
+  Sequence* find_loading(int64_t seq_id, int choice_index);
+  /// The fetch of a loading sequence ended: it queues for admission again.
+  void store_loaded(Sequence& seq);
+  size_t num_loading() const { return loading_.size(); }
+
   /// Frees the blocks of `seq` (tail first) and removes it from the scheduler.
   std::unique_ptr<Sequence> finish(Sequence* seq);
 
@@ -85,6 +96,7 @@ class Scheduler {
     for (auto& s : running_) f(s.get());
     for (auto& s : waiting_) f(s.get());
     for (auto& s : awaiting_) f(s.get());
+    for (auto& s : loading_) f(s.get());
   }
 
   size_t num_running() const { return running_.size(); }
@@ -97,7 +109,7 @@ class Scheduler {
  private:
   bool before(const Sequence& a, const Sequence& b) const;  // scheduling order
   bool ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan);
-  enum class Admit { kRun, kRemote, kNoRoom };
+  enum class Admit { kRun, kRemote, kNoRoom, kLoading };
   Admit admit(Sequence& s, int budget, int& n_out);
   int chunk(const Sequence& s, int budget) const;
   /// Speculative decoding: draft positions a decode sequence gets this step, at most
@@ -117,6 +129,8 @@ class Scheduler {
   std::list<std::unique_ptr<Sequence>> awaiting_;  // waiting for remote KV, holding blocks
   std::vector<Sequence*> started_remote_;
   std::function<bool(Sequence&)> remote_decider_;
+  std::list<std::unique_ptr<Sequence>> loading_;  // waiting for a KV store fetch, holding no blocks
+  std::function<int(Sequence&, int)> store_loader_;
   int64_t num_preemptions_ = 0;
   int reserved_copies_ = 0;  // this step's token-eviction copy-on-write blocks (eviction_copies)
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;

@@ -107,6 +107,11 @@ struct Sequence {
   SpecState spec;                            // adaptive k
   int spec_want = 0;                         // draft slots asked of the scheduler this step (it may lower it)
   std::vector<int32_t> spec_draft;           // this step's proposal, verified as extra rows
+  // KV store tiers: 0 = not looked up, 1 = fetching, 2 = fetched (store_blocks holds
+  // blocks store_first.. of the prompt until admission imports them), 3 = done.
+  int store_state = 0;
+  int store_first = 0;
+  std::vector<std::string> store_blocks;
 
   int num_generated() const { return static_cast<int>(tokens.size()) - prompt_len; }
   /// Tokens still to run through the model before the next token can be sampled.

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 #include "kv/block_pool.h"
+#include "kv/kv_tiers.h"
 #include "kv/radix_cache.h"
 
 namespace pdserve::kv {
@@ -26,6 +28,7 @@ int KvCacheManager::match_prefix(KvSeq& seq, const std::string& ns, const int32_
   if (!cache_) return 0;
   seq.cache_node = cache_->match_prefix(ns, tokens, max_tokens / block_size(), seq.block_table.blocks);
   seq.num_cached_blocks = seq.num_blocks();
+  if (tiers_) seq.chain_ns = chain_namespace(key_ctx_, ns);
   return seq.num_cached_blocks * block_size();
 }
 
@@ -43,8 +46,11 @@ void KvCacheManager::cache_full_blocks(KvSeq& seq, const int32_t* tokens, int nu
   if (!cache_ || !seq.cache_node || seq.num_evicted > 0) return;
   const int full = std::min(num_tokens / block_size(), seq.num_blocks());
   auto* node = node_of(seq);
-  for (int b = seq.num_cached_blocks; b < full; ++b)
+  for (int b = seq.num_cached_blocks; b < full; ++b) {
+    const int64_t before = cache_->num_nodes();
     node = cache_->insert(node, tokens + static_cast<int64_t>(b) * block_size(), &seq.block_table.blocks[b]);
+    if (tiers_ && cache_->num_nodes() > before) write_through(seq, tokens, b);  // new content
+  }
   seq.cache_node = node;
   seq.num_cached_blocks = std::max(seq.num_cached_blocks, full);
 }
@@ -67,6 +73,8 @@ bool KvCacheManager::fork(const KvSeq& parent, int num_tokens, KvSeq& child) {
   child.num_evicted = parent.num_evicted;
   child.kept_positions = parent.kept_positions;
   child.attn_mass = parent.attn_mass;
+  child.chain_ns = parent.chain_ns;
+  child.block_keys = parent.block_keys;
   child.num_cached_blocks = std::min(parent.num_cached_blocks, full);
   if (parent.cache_node) {
     // The child's cached path is the parent's (its first num_cached_blocks blocks).
@@ -86,6 +94,56 @@ void KvCacheManager::truncate(KvSeq& seq, int num_tokens) {
   }
 }
 
+void KvCacheManager::set_tiers(KvTiers* tiers, BlockKeyContext ctx) {
+  tiers_ = tiers;
+  key_ctx_ = std::move(ctx);
+}
+
+std::vector<BlockKey> KvCacheManager::block_keys(const std::string& ns, const int32_t* tokens, int num_blocks) const {
+  return chain_keys(chain_namespace(key_ctx_, ns), tokens, num_blocks, block_size());
+}
+
+void KvCacheManager::write_through(KvSeq& seq, const int32_t* tokens, int b) {
+  const int bs = block_size();
+  while (seq.num_blocks() > 0 && static_cast<int>(seq.block_keys.size()) <= b) {
+    const int i = static_cast<int>(seq.block_keys.size());
+    seq.block_keys.push_back(block_key(i == 0 ? BlockKey{} : seq.block_keys.back(), seq.chain_ns, tokens + static_cast<int64_t>(i) * bs, bs));
+  }
+  const size_t lb = block_bytes();
+  std::string payload(block_payload_bytes(), '\0');
+  const int32_t block = seq.block_table.blocks[b];
+  for (int l = 0; l < shape().n_layers; ++l) {
+    std::memcpy(payload.data() + (2 * l) * lb, storage_.block_k(l, block), lb);
+    std::memcpy(payload.data() + (2 * l + 1) * lb, storage_.block_v(l, block), lb);
+  }
+  tiers_->put(seq.block_keys[b], std::vector<int32_t>(tokens + static_cast<int64_t>(b) * bs, tokens + static_cast<int64_t>(b + 1) * bs),
+              std::move(payload));
+}
+
+int KvCacheManager::import_blocks(KvSeq& seq, const int32_t* tokens, int first_block, const std::vector<std::string>& payloads) {
+  if (!cache_ || !seq.cache_node || seq.num_evicted > 0 || seq.num_blocks() != seq.num_cached_blocks) return 0;
+  const int start = seq.num_cached_blocks;
+  const int end = first_block + static_cast<int>(payloads.size());
+  if (start < first_block || start >= end) return 0;
+  std::vector<int32_t> fresh;
+  if (!take_blocks(end - start, fresh)) return 0;
+  const size_t lb = block_bytes();
+  auto* node = node_of(seq);
+  for (int b = start; b < end; ++b) {
+    const std::string& p = payloads[b - first_block];
+    int32_t block = fresh[b - start];
+    for (int l = 0; l < shape().n_layers; ++l) {
+      std::memcpy(storage_.block_k(l, block), p.data() + (2 * l) * lb, lb);
+      std::memcpy(storage_.block_v(l, block), p.data() + (2 * l + 1) * lb, lb);
+    }
+    seq.block_table.blocks.push_back(block);
+    node = cache_->insert(node, tokens + static_cast<int64_t>(b) * block_size(), &seq.block_table.blocks.back());
+  }
+  seq.cache_node = node;
+  seq.num_cached_blocks = end;
+  return (end - start) * block_size();
+}
+
 void KvCacheManager::free(KvSeq& seq) {
   auto& b = seq.block_table.blocks;
   for (auto it = b.rbegin(); it != b.rend(); ++it) pool_->decref(*it);
@@ -96,6 +154,7 @@ void KvCacheManager::free(KvSeq& seq) {
   seq.num_evicted = 0;
   seq.kept_positions.clear();
   seq.attn_mass.clear();
+  seq.block_keys.clear();
 }
 
 KvUsage KvCacheManager::usage() const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kv/block_key.h"
 #include "kv/block_table.h"
 #include "kv/eviction_policy.h"
 #include "kv/kv_cache.h"
@@ -21,6 +22,7 @@
 namespace pdserve::kv {
 
 class BlockPool;
+class KvTiers;
 class RadixCache;
 
 /// A sequence's KV state. Owned by the sequence, changed only by the manager.
@@ -43,6 +45,11 @@ struct KvSeq {
   std::vector<int32_t> kept_positions;
   /// h2o: accumulated attention mass per kept entry (kv::add_attention_mass).
   std::vector<float> attn_mass;
+
+  // Store tiers (KvCacheManager::set_tiers): the namespace of the chain and the content
+  // keys of the leading blocks computed so far (kv/block_key.h).
+  BlockKey chain_ns{};
+  std::vector<BlockKey> block_keys;
 
   int num_blocks() const { return static_cast<int>(block_table.blocks.size()); }
   /// RoPE position of kept entry i.
@@ -130,6 +137,22 @@ class KvCacheManager {
   int64_t num_evictable_blocks() const;
   int64_t num_protected_blocks() const;
 
+  /// Store tiers below the pool (kv/kv_tiers.h; null = none): every full prompt block that
+  /// newly enters the radix cache is copied out and written through to them. `ctx`
+  /// identifies this cache in the blocks' keys.
+  void set_tiers(KvTiers* tiers, BlockKeyContext ctx);
+  KvTiers* tiers() const { return tiers_; }
+  /// Content keys of the first `num_blocks` full blocks of `tokens` in namespace `ns`.
+  std::vector<BlockKey> block_keys(const std::string& ns, const int32_t* tokens, int num_blocks) const;
+  /// Bytes of a block's stored payload: K then V of layer 0, then of layer 1, ...
+  size_t block_payload_bytes() const { return 2 * block_bytes() * static_cast<size_t>(shape().n_layers); }
+  /// Adds blocks fetched from a tier after `seq`'s prefix-cache hit (match_prefix just
+  /// ran): payloads[i] holds block `first_block` + i of `tokens`. Imports those from
+  /// block seq.num_cached_blocks on into fresh blocks and the radix cache, stopping at a
+  /// gap (the hit is shorter than when the fetch started) or when the pool is short.
+  /// Returns the tokens added (whole blocks).
+  int import_blocks(KvSeq& seq, const int32_t* tokens, int first_block, const std::vector<std::string>& payloads);
+
   /// Per-layer views of the K/V storage for the forward pass.
   const std::vector<kernels::KvLayerView>& layers() const { return storage_.layers(); }
   /// Bytes of K (= of V) of one block in one layer.
@@ -144,7 +167,12 @@ class KvCacheManager {
 
   KvCache storage_;
   std::unique_ptr<BlockPool> pool_;
+  /// Queues block `b` of `seq` (keys extended as needed) for the tiers.
+  void write_through(KvSeq& seq, const int32_t* tokens, int b);
+
   std::unique_ptr<RadixCache> cache_;  // null without prefix caching
+  KvTiers* tiers_ = nullptr;
+  BlockKeyContext key_ctx_;
 };
 
 }  // namespace pdserve::kv

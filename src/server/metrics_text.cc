@@ -56,6 +56,20 @@ class Writer {
     out_ << name << "_sum{" << label_ << "} " << num(h.sum) << "\n";
     out_ << name << "_count{" << label_ << "} " << h.count << "\n";
   }
+  void histogram_header(const char* name, const char* help) { header(name, "histogram", help); }
+  /// One labelled series of a histogram (after histogram_header).
+  void histogram_series(const char* name, const std::string& extra, const engine::Histogram& h) {
+    const std::string l = label_ + "," + extra;
+    uint64_t cum = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cum += h.counts[i];
+      out_ << name << "_bucket{" << l << ",le=\"" << num(h.bounds[i]) << "\"} " << cum << "\n";
+    }
+    cum += h.counts.back();
+    out_ << name << "_bucket{" << l << ",le=\"+Inf\"} " << cum << "\n";
+    out_ << name << "_sum{" << l << "} " << num(h.sum) << "\n";
+    out_ << name << "_count{" << l << "} " << h.count << "\n";
+  }
   std::string str() const { return out_.str(); }
 
  private:
@@ -127,6 +141,37 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
     for (size_t i = 0; i < m.spec_accepted_per_pos.size(); ++i)
       w.labelled("pdserve_spec_decode_num_accepted_tokens_per_pos", "position=\"" + std::to_string(i) + "\"",
                  static_cast<double>(m.spec_accepted_per_pos[i]));
+  }
+  if (!m.kv_store.empty()) {
+    // KV store tiers below the pool (kv/kv_tiers.h), one label set per tier.
+    auto per_tier = [&](const char* name, const char* help, int64_t engine::KvStoreTierMetrics::*field) {
+      w.header(name, "counter", help);
+      for (const auto& t : m.kv_store) w.labelled(name, "tier=\"" + t.tier + "\"", static_cast<double>(t.*field));
+    };
+    per_tier("pdserve_kv_store_hits_total", "KV blocks found (and verified) in a store tier.", &engine::KvStoreTierMetrics::hits);
+    per_tier("pdserve_kv_store_misses_total", "KV block lookups a store tier did not have.", &engine::KvStoreTierMetrics::misses);
+    per_tier("pdserve_kv_store_writes_total", "KV blocks written to a store tier.", &engine::KvStoreTierMetrics::writes);
+    per_tier("pdserve_kv_store_errors_total",
+             "Store tier failures: unreachable, timed out, full, a dropped write, or a value rejected as corrupt.",
+             &engine::KvStoreTierMetrics::errors);
+    w.header("pdserve_kv_store_bytes_total", "counter", "Bytes read from / written to a store tier.");
+    for (const auto& t : m.kv_store) {
+      w.labelled("pdserve_kv_store_bytes_total", "tier=\"" + t.tier + "\",direction=\"read\"", static_cast<double>(t.bytes_read));
+      w.labelled("pdserve_kv_store_bytes_total", "tier=\"" + t.tier + "\",direction=\"write\"", static_cast<double>(t.bytes_written));
+    }
+    w.header("pdserve_kv_store_up", "gauge", "1 while a store tier answers, 0 during an outage.");
+    for (const auto& t : m.kv_store) w.labelled("pdserve_kv_store_up", "tier=\"" + t.tier + "\"", t.up ? 1 : 0);
+    w.header("pdserve_kv_store_blocks", "gauge", "KV blocks held by a store tier (tiers that can tell).");
+    for (const auto& t : m.kv_store)
+      if (t.blocks >= 0) w.labelled("pdserve_kv_store_blocks", "tier=\"" + t.tier + "\"", static_cast<double>(t.blocks));
+    w.header("pdserve_kv_store_held_bytes", "gauge", "Bytes held by a store tier (tiers that can tell).");
+    for (const auto& t : m.kv_store)
+      if (t.bytes >= 0) w.labelled("pdserve_kv_store_held_bytes", "tier=\"" + t.tier + "\"", static_cast<double>(t.bytes));
+    w.histogram_header("pdserve_kv_store_latency_seconds", "Latency of one store tier call (op get or put).");
+    for (const auto& t : m.kv_store) {
+      w.histogram_series("pdserve_kv_store_latency_seconds", "tier=\"" + t.tier + "\",op=\"get\"", t.get_seconds);
+      w.histogram_series("pdserve_kv_store_latency_seconds", "tier=\"" + t.tier + "\",op=\"put\"", t.put_seconds);
+    }
   }
   return w.str();
 }

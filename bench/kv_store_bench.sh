@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# KV store tiers (issue #13), two measurements:
+#  1. The Mooncake conversation trace (scaled as in the prefix-cache section of
+#     bench/RESULTS.md) through `pdserve router --policy round_robin` over two decode
+#     workers without a prefill worker (each prefills locally), without and with a shared
+#     Redis tier: prefix hit ratio (sum of the workers' pdserve_prefix_cache_hits_total /
+#     queries_total), TTFT p50/p99 (pdserve bench), the store's bytes/s.
+#  2. TTFT of one long prompt after a restart: cold (empty --kv-offload-dir) vs warm (the
+#     same directory a previous process filled), and the same through Redis.
+# Usage: bench/kv_store_bench.sh [trace|restart|all]   (from the repo root, Release build)
+set -euo pipefail
+BIN=${BIN:-build/pdserve}
+MODEL=${MODEL:-../shared/models/stories260K.gguf}
+LONG_MODEL=${LONG_MODEL:-../shared/models/synth-llama-small-f16.gguf}
+LONG_TOKENS=${LONG_TOKENS:-1500}
+TRACE=../shared/traces/mooncake_conversation_trace.jsonl
+BASE=${BASE:-18800}
+WORK=$(mktemp -d /tmp/pdserve-kvbench-XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+wait_http() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.1; done; echo "port $1 not healthy" >&2; exit 1; }
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 ~ "^"n"[{ ]" || $1 == n { s += $NF } END { printf "%.0f", s }'; }
+start_redis() {
+  redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" >"$WORK/redis.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return 0; sleep 0.05; done
+  exit 1
+}
+
+trace_run() {  # $1 = none | redis
+  local d0=$((BASE + 1)) m0=$((BASE + 2)) d1=$((BASE + 3)) m1=$((BASE + 4)) r=$((BASE + 5)) rp=$((BASE + 6))
+  local store=()
+  if [ "$1" = redis ]; then start_redis "$rp"; store=(--kv-store "redis://127.0.0.1:$rp"); fi
+  "$BIN" decode --model "$MODEL" --port "$d0" --metrics-port "$m0" --threads 1 "${store[@]}" >"$WORK/d0.log" 2>&1 & PIDS+=($!)
+  "$BIN" decode --model "$MODEL" --port "$d1" --metrics-port "$m1" --threads 1 "${store[@]}" >"$WORK/d1.log" 2>&1 & PIDS+=($!)
+  wait_http "$m0"; wait_http "$m1"
+  "$BIN" router --decode "127.0.0.1:$d0,127.0.0.1:$d1" --policy round_robin --port "$r" >"$WORK/router.log" 2>&1 & PIDS+=($!)
+  wait_http "$r"
+  local t0=$(date +%s.%N)
+  "$BIN" bench --url "http://127.0.0.1:$r" --model stories260K --tokenizer "$MODEL" \
+    --trace mooncake "$TRACE" --length-scale 0.03125 --max-input 448 --max-output 32 --time-scale 0.25 \
+    --max-requests 300 --slo-ttft 200 --slo-tpot 20 --json "$WORK/$1.json" | grep -E "TTFT|Requests completed|Duration"
+  local t1=$(date +%s.%N)
+  local hits=$(( $(metric "$m0" pdserve_prefix_cache_hits_total) + $(metric "$m1" pdserve_prefix_cache_hits_total) ))
+  local queries=$(( $(metric "$m0" pdserve_prefix_cache_queries_total) + $(metric "$m1" pdserve_prefix_cache_queries_total) ))
+  local bytes=$(( $(metric "$m0" pdserve_kv_store_bytes_total) + $(metric "$m1" pdserve_kv_store_bytes_total) ))
+  local store_hits=$(( $(metric "$m0" pdserve_kv_store_hits_total) + $(metric "$m1" pdserve_kv_store_hits_total) ))
+  echo "store=$1 prefix_hits=$hits queries=$queries ratio=$(awk -v h=$hits -v q=$queries 'BEGIN{printf "%.1f %%", 100*h/q}') store_block_hits=$store_hits store_bytes=$bytes store_MB/s=$(awk -v b=$bytes -v a=$t0 -v z=$t1 'BEGIN{printf "%.2f", b/(z-a)/1e6}')"
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=()
+}
+
+ttft_once() {  # $1 = port; a max_tokens=1 completion's wall time ≈ TTFT; prints ms and cached tokens
+  local t0=$(date +%s%N)
+  local out=$(curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": $(cat "$WORK/prompt.json"), \"max_tokens\": 1, \"temperature\": 0}")
+  local t1=$(date +%s%N)
+  echo "$(( (t1 - t0) / 1000000 )) ms, cached_tokens $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["prompt_tokens_details"]["cached_tokens"])')"
+}
+
+restart_run() {
+  local p=$((BASE + 11)) rp=$((BASE + 12))
+  # A prompt of LONG_TOKENS token ids (ids, so the length is exact).
+  python3 -c "import random; random.seed(1); print([random.randrange(100, 30000) for _ in range($LONG_TOKENS)])" >"$WORK/prompt.json"
+  start_redis "$rp"
+  for tier in disk redis; do
+    local flags=(--kv-offload-dir "$WORK/offload")
+    [ "$tier" = redis ] && flags=(--kv-store "redis://127.0.0.1:$rp")
+    rm -rf "$WORK/offload"
+    for phase in cold warm; do
+      "$BIN" serve --model "$LONG_MODEL" --port "$p" --ctx-size 2048 "${flags[@]}" >"$WORK/serve.log" 2>&1 & local sp=$!
+      wait_http "$p"
+      echo "$tier $phase: $(ttft_once "$p")"
+      sleep 1  # let the write-through finish before the restart (it also flushes at shutdown)
+      kill "$sp"; wait "$sp" 2>/dev/null || true
+    done
+  done
+}
+
+case "${1:-all}" in
+  trace) trace_run none; trace_run redis ;;
+  restart) restart_run ;;
+  all) trace_run none; trace_run redis; restart_run ;;
+esac
