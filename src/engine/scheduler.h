@@ -48,6 +48,8 @@ class Scheduler {
   /// by priority then arrival) while the budget, max_seqs and blocks allow. A sequence
   /// that cannot get a block preempts the lowest-priority, latest-arriving running
   /// sequence not yet in the plan (its blocks are freed; it is recomputed later).
+  /// Speculative decoding: a decode with a proposal (Sequence::spec_want) runs 1 +
+  /// draft_slots() tokens, the ones past its end being its proposal (needs_logits set).
   std::vector<ScheduledSeq> schedule();
 
   /// After a forward pass: caches the full prompt blocks `seq` has filled, and, for a
