@@ -107,6 +107,13 @@ CacheBlock encode_blocks(const std::string& request_id, int layer, int first_blo
   return m;
 }
 
+Status check_block_range(const CacheBlock& msg, int n_layers, int num_cached_blocks, int total_blocks) {
+  if (msg.layer() < 0 || msg.layer() >= n_layers || msg.first_block() < num_cached_blocks || msg.block_count() <= 0 ||
+      int64_t{msg.first_block()} + msg.block_count() > total_blocks)
+    return Status::InvalidArgument("block range out of bounds");
+  return Status::Ok();
+}
+
 Status decode_blocks(const CacheBlock& msg, size_t block_bytes, std::string& k, std::string& v) {
   if (msg.block_count() <= 0) return Status::InvalidArgument("block_count must be positive");
   const size_t expect = static_cast<size_t>(msg.block_count()) * block_bytes;

@@ -23,6 +23,11 @@ CacheBlock encode_blocks(const std::string& request_id, int layer, int first_blo
                          const std::vector<const uint8_t*>& k, const std::vector<const uint8_t*>& v,
                          size_t block_bytes, const std::string& codec, int level);
 
+/// InvalidArgument unless `msg` names blocks the receiver asked for: a layer in
+/// [0, n_layers) and blocks [first_block, first_block + block_count) inside
+/// [num_cached_blocks, total_blocks) with block_count > 0 (64-bit sums: no overflow).
+Status check_block_range(const CacheBlock& msg, int n_layers, int num_cached_blocks, int total_blocks);
+
 /// Decompresses a CacheBlock into raw K and V bytes (block_count × block_bytes each) and
 /// verifies the checksum. Errors: InvalidArgument for an unknown codec or bad sizes,
 /// DataLoss when the checksum does not match.

@@ -145,10 +145,9 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
     ++messages;
     if (res.has_block()) {
       const CacheBlock& b = res.block();
-      if (b.layer() < 0 || b.layer() >= layout.n_layers || b.first_block() < task.num_cached_blocks ||
-          b.block_count() <= 0 || b.first_block() + b.block_count() > total) {
+      if (Status range = check_block_range(b, layout.n_layers, task.num_cached_blocks, total); !range.ok()) {
         out.reason = "protocol";
-        out.error = Status::InvalidArgument("block range out of bounds");
+        out.error = range;
         ctx.TryCancel();
         break;
       }

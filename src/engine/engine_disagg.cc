@@ -78,6 +78,11 @@ void EngineImpl::drain_remote_results() {
       finish(s, FinishReason::Abort, {});
       continue;
     }
+    if (r.ok && (r.first.token < 0 || r.first.token >= model_->config().n_vocab)) {
+      // A buggy or malicious prefill worker: its token would index past the embeddings.
+      r.ok = false;
+      r.error = "first token " + std::to_string(r.first.token) + " is outside the vocabulary";
+    }
     if (!r.ok) {
       // Never decode over unfilled KV: recompute what the transfer did not deliver.
       PDS_LOG_WARN("remote prefill of request {} failed ({}); recomputing locally", s->id, r.error);

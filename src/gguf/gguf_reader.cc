@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,6 +23,7 @@ class Cursor {
  public:
   Cursor(const uint8_t* p, uint64_t n) : p_(p), n_(n) {}
   uint64_t pos() const { return pos_; }
+  uint64_t remaining() const { return n_ - pos_; }
   bool read(void* dst, uint64_t n) {
     if (n > n_ - pos_) return false;
     std::memcpy(dst, p_ + pos_, n);
@@ -81,7 +83,9 @@ bool read_value(Cursor& c, ValueType t, Value& out, std::string& err) {
   }
   Array arr;
   arr.elem_type = static_cast<ValueType>(et);
-  arr.items.reserve(n);
+  // Every element takes at least one byte: a count beyond the file's rest is not trusted
+  // with an allocation (the loop below then reports the truncation).
+  arr.items.reserve(std::min<uint64_t>(n, c.remaining()));
   for (uint64_t i = 0; i < n; ++i) {
     Value v;
     if (!read_scalar(c, arr.elem_type, v)) return false;
@@ -194,6 +198,13 @@ Status GgufFile::parse() {
       if (!c.get(x)) return Status::InvalidArgument("truncated file while reading tensor '" + ti.name + "'");
       if (x == 0 || x > (1ull << 40)) return Status::InvalidArgument("tensor '" + ti.name + "' has invalid dimension " + std::to_string(x));
       ti.dims.push_back(static_cast<int64_t>(x));
+    }
+    // n_elements() must not overflow: at most 2^50 elements (a file's size bounds them anyway).
+    uint64_t n_elems = 1;
+    for (int64_t d : ti.dims) {
+      if (n_elems > (1ull << 50) / static_cast<uint64_t>(d))
+        return Status::InvalidArgument("tensor '" + ti.name + "' has more than 2^50 elements");
+      n_elems *= static_cast<uint64_t>(d);
     }
     uint32_t type;
     if (!c.get(type) || !c.get(ti.offset)) return Status::InvalidArgument("truncated file while reading tensor '" + ti.name + "'");

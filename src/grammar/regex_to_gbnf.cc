@@ -356,6 +356,14 @@ Result<std::string> regex_to_gbnf_expr(std::string_view pattern, bool json_strin
   auto r = RegexParser(pattern, json_string).run();
   if (!r.ok()) return Status::InvalidArgument("invalid or unsupported regular expression: " + r.error());
   if (r->empty()) return std::string("\"\"");
+  // A repeated part that can match the empty string ("()*", "(a?)+") compiles to a left
+  // recursive rule, which the matcher refuses: refuse the expression now, naming why
+  // (found by tests/fuzz/fuzz_grammar).
+  auto g = parse_gbnf("root ::= " + *r + "\n");
+  Status valid = g.ok() ? g->validate() : g.status();
+  if (!valid.ok())
+    return Status::InvalidArgument("invalid or unsupported regular expression: a repeated part can match the empty string (" +
+                                   valid.message() + ")");
   return r;
 }
 

@@ -169,3 +169,57 @@ TEST(Gguf, ModelLoadNamesMissingKeysAndTensors) {
 
 }  // namespace
 }  // namespace pdserve::gguf
+
+namespace pdserve::gguf {
+namespace {
+
+void put_u32(std::vector<uint8_t>& b, uint32_t x) { for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * i))); }
+void put_u64(std::vector<uint8_t>& b, uint64_t x) { for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * i))); }
+void put_str(std::vector<uint8_t>& b, const std::string& s) {
+  put_u64(b, s.size());
+  b.insert(b.end(), s.begin(), s.end());
+}
+std::vector<uint8_t> header(uint64_t n_tensors, uint64_t n_kv) {
+  std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
+  put_u32(b, 3);
+  put_u64(b, n_tensors);
+  put_u64(b, n_kv);
+  return b;
+}
+
+// Found by tests/fuzz (fuzz_gguf, corpus/gguf/crash-array-count-oom): an array's element
+// count was trusted with an allocation (~200 GB for a 100-byte file) before any element
+// was read. Now the count beyond the file's rest is refused as truncation.
+TEST(Gguf, HugeArrayCountInATinyFileIsTruncationNotAnAllocation) {
+  std::vector<uint8_t> b = header(0, 1);
+  put_str(b, "tokenizer.ggml.tokens");
+  put_u32(b, static_cast<uint32_t>(ValueType::ARRAY));
+  put_u32(b, static_cast<uint32_t>(ValueType::UINT64));
+  put_u64(b, 3000000000ull);  // elements claimed; none present
+  b.push_back(0);
+  const std::string path = ::testing::TempDir() + "pds_gguf_huge_array";
+  { std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size()); }
+  auto f = GgufFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().find("tokenizer.ggml.tokens"), std::string::npos) << f.error();
+  std::remove(path.c_str());
+}
+
+// Dimensions each in range whose product overflows int64 (TensorInfo::n_elements).
+TEST(Gguf, TensorElementCountOverflowIsAnError) {
+  std::vector<uint8_t> b = header(1, 0);
+  put_str(b, "big.weight");
+  put_u32(b, 3);
+  for (int i = 0; i < 3; ++i) put_u64(b, 1ull << 30);
+  put_u32(b, static_cast<uint32_t>(GgmlType::F32));
+  put_u64(b, 0);
+  const std::string path = ::testing::TempDir() + "pds_gguf_big_tensor";
+  { std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size()); }
+  auto f = GgufFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().find("tensor 'big.weight' has more than 2^50 elements"), std::string::npos) << f.error();
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pdserve::gguf

@@ -166,6 +166,25 @@ TEST(RegexTest, RefusesUnsupportedConstructsByName) {
   }
 }
 
+// Found by tests/fuzz (fuzz_grammar, corpus/grammar/crash-regex-nullable-repeat): a repeated
+// part that can match the empty string compiled to GBNF the grammar refuses as left
+// recursive, so a request was accepted and its grammar failed later. Refused up front now;
+// the same parts that cannot match empty still compile.
+TEST(RegexTest, RefusesRepeatingWhatCanMatchEmpty) {
+  for (const char* p : {"a()+", "(a?)*", "(b|)+c", "x(y*){2,}"}) {
+    auto r = regex_to_gbnf(p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_NE(r.error().find("can match the empty string"), std::string::npos) << p << ": " << r.error();
+  }
+  for (const char* p : {"(a)+", "(a|b)*", "(a?b)+", "x(y+){2,}"}) {
+    auto r = regex_to_gbnf(p);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.error();
+    auto g = parse_gbnf(*r);
+    ASSERT_TRUE(g.ok()) << p << ": " << g.error();
+    EXPECT_TRUE(g->validate().ok()) << p;
+  }
+}
+
 namespace {
 
 /// A minimal validator for the schemas of this test (the integration test uses ajv).
