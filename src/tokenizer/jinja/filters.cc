@@ -176,7 +176,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     if (v.is_undefined()) return Value::list();
     if (!v.is_dict()) throw TemplateError("items filter: expected a mapping");
     ValueList out;
-    for (const auto& kv : v.entries().items) out.push_back(Value::list({Value(kv.first), kv.second}));
+    for (const auto& kv : v.entries().items) out.push_back(Value::tuple({Value(kv.first), kv.second}));
     return Value::list(std::move(out));
   }
   if (name == "list") return Value::list(seq());
@@ -261,7 +261,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     double scale = std::pow(10.0, p ? p->as_int() : 0);
     double x = v.as_double() * scale;
     std::string method = m ? m->to_string() : "common";
-    double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
+    double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::nearbyint(x);
     return Value(r / scale);
   }
   if (name == "unique") {
@@ -285,7 +285,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     ValueList out;
     auto items = v.entries().items;
     std::stable_sort(items.begin(), items.end(), [](auto& x, auto& y) { return x.first < y.first; });
-    for (const auto& kv : items) out.push_back(Value::list({Value(kv.first), kv.second}));
+    for (const auto& kv : items) out.push_back(Value::tuple({Value(kv.first), kv.second}));
     return Value::list(std::move(out));
   }
   if (name == "sum") {

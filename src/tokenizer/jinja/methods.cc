@@ -256,7 +256,7 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& a) 
     ValueDict& d = obj.entries();
     if (name == "items") {
       ValueList out;
-      for (const auto& kv : d.items) out.push_back(Value::list({Value(kv.first), kv.second}));
+      for (const auto& kv : d.items) out.push_back(Value::tuple({Value(kv.first), kv.second}));
       return Value::list(std::move(out));
     }
     if (name == "keys") {

@@ -109,7 +109,7 @@ class Parser {
     if (name == "call") return parse_call_block(kw);
     if (name == "filter") {
       auto s = node<Stmt>(Stmt::Kind::FilterBlock, kw);
-      s->expr = parse_filter_chain(nullptr);
+      s->expr = parse_filter_chain(parse_one_filter(nullptr));
       end_block();
       s->body = parse_body({"endfilter"});
       close_tag("endfilter");
@@ -508,6 +508,8 @@ class Parser {
         }
       } else if (is_op("(")) {
         auto c = node<Expr>(Expr::Kind::Call, at);
+        c->line = e->line;  // errors of a call point at the callee, as jinja2's do
+        c->col = e->col;
         c->a.push_back(e);
         parse_call_args(c.get());
         e = c;
@@ -519,7 +521,7 @@ class Parser {
 
   // `| name(args)` ... chain; `input` null inside {% filter %} / {% set x | f %}.
   ExprPtr parse_filter_chain(ExprPtr input) {
-    ExprPtr e = input;
+    ExprPtr e = std::move(input);
     while (accept_op("|")) e = parse_one_filter(e);
     return e;
   }

@@ -347,7 +347,7 @@ class Evaluator {
       case K::Tuple: {
         ValueList l;
         for (const auto& x : e.a) l.push_back(eval(*x, f));
-        return Value::list(std::move(l));
+        return e.kind == K::Tuple ? Value::tuple(std::move(l)) : Value::list(std::move(l));
       }
       case K::Dict: {
         ValueDict d;
@@ -364,7 +364,16 @@ class Evaluator {
 
 }  // namespace
 
-Template::Template(const std::string& source) : source_(source), body_(parse(lex(source))) {}
+// jinja2's keep_trailing_newline=False: one trailing newline of the source is dropped.
+static std::string drop_trailing_newline(std::string s) {
+  if (!s.empty() && s.back() == '\n') {
+    s.pop_back();
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+  }
+  return s;
+}
+
+Template::Template(const std::string& source) : source_(source), body_(parse(lex(drop_trailing_newline(source)))) {}
 
 std::string Template::render(const ValueDict& vars, const RenderOptions& opts) const {
   Evaluator ev(opts);

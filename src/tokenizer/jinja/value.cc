@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
 
 namespace pdserve::tokenizer::jinja {
 
@@ -51,6 +53,11 @@ Value Value::list(ValueList items) {
   Value v;
   v.kind_ = Kind::List;
   v.l_ = std::make_shared<ValueList>(std::move(items));
+  return v;
+}
+Value Value::tuple(ValueList items) {
+  Value v = list(std::move(items));
+  v.tuple_ = true;
   return v;
 }
 Value Value::dict(ValueDict d) {
@@ -113,13 +120,27 @@ namespace {
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+  char buf[64];
+  int prec = 1;
+  for (; prec < 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
     if (std::strtod(buf, nullptr) == d) break;
   }
+  std::snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
+  int exp = std::atoi(std::strchr(buf, 'e') + 1);
+  if (exp < -4 || exp >= 16) {  // Python's repr switches to exponent form here
+    std::string s = buf;       // d.ddde+XX: drop trailing zeros of the mantissa
+    size_t e = s.find('e');
+    std::string mant = s.substr(0, e), ex = s.substr(e);
+    if (mant.find('.') != std::string::npos) {
+      while (mant.back() == '0') mant.pop_back();
+      if (mant.back() == '.') mant.pop_back();
+    }
+    return mant + ex;
+  }
+  std::snprintf(buf, sizeof buf, "%.*f", std::max(prec - 1 - exp, 0), d);
   std::string s = buf;
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+  if (s.find('.') == std::string::npos) s += ".0";
   return s;
 }
 
@@ -221,11 +242,12 @@ std::string Value::repr() const {
   switch (kind_) {
     case Kind::String: return py_repr_string(*s_);
     case Kind::List: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < l_->size(); ++i) {
         if (i) out += ", ";
         out += (*l_)[i].repr();
       }
+      if (tuple_) return out + (l_->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::Dict: {

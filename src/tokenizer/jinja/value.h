@@ -57,6 +57,9 @@ class Value {
   Value(std::string s);
   Value(const char* s) : Value(std::string(s)) {}
   static Value list(ValueList items = {});
+  /// A list that prints as a Python tuple: (a, b).
+  static Value tuple(ValueList items = {});
+  bool is_tuple() const { return tuple_; }
   static Value dict(ValueDict d = {});
   static Value namespace_(ValueDict d = {});
   static Value function(Function f);
@@ -100,6 +103,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  bool tuple_ = false;
   bool b_ = false;
   int64_t i_ = 0;
   double d_ = 0;
