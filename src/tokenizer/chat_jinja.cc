@@ -139,4 +139,49 @@ std::string JinjaChatTemplate::apply(const ordered_json& messages_in, const orde
   return out;
 }
 
+std::string JinjaChatTemplate::apply_with_spans(const ordered_json& messages, const ordered_json& tools,
+                                                bool add_generation_prompt, std::time_t now, bool strip_bos,
+                                                std::vector<TextSpan>* content_spans) const {
+  std::string real = apply(messages, tools, add_generation_prompt, now, strip_bos);
+  if (!content_spans) return real;
+  // U+E000 <index> U+E001: text no template inspects, strips or contains.
+  const std::string open = "\xEE\x80\x80", close = "\xEE\x80\x81";
+  std::vector<std::string> contents;
+  ordered_json marked = messages;
+  for (auto& m : marked) {
+    if (!m.is_object()) continue;
+    auto it = m.find("content");
+    if (it == m.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+    contents.push_back(it->get<std::string>());
+    *it = open + std::to_string(contents.size() - 1) + close;
+  }
+  std::string mk = apply(marked, tools, add_generation_prompt, now, strip_bos);
+  std::string out;
+  std::vector<TextSpan> spans;
+  size_t i = 0;
+  while (i < mk.size()) {
+    size_t p = mk.find(open, i);
+    if (p == std::string::npos) {
+      out.append(mk, i, std::string::npos);
+      break;
+    }
+    out.append(mk, i, p - i);
+    size_t q = mk.find(close, p);
+    size_t idx = contents.size();
+    if (q != std::string::npos) {
+      try {
+        idx = std::stoul(mk.substr(p + open.size(), q - p - open.size()));
+      } catch (const std::exception&) {
+      }
+    }
+    if (idx >= contents.size()) throw jinja::TemplateError("the template altered a message's content marker");
+    spans.push_back({out.size(), contents[idx].size()});
+    out += contents[idx];
+    i = q + close.size();
+  }
+  if (out != real) throw jinja::TemplateError("the template transforms message content (no exact content spans)");
+  *content_spans = std::move(spans);
+  return real;
+}
+
 }  // namespace pdserve::tokenizer

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/tokenizer.h"  // TextSpan
+
 namespace pdserve::tokenizer {
 
 namespace jinja {
@@ -44,6 +46,15 @@ class JinjaChatTemplate {
   std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                     bool add_generation_prompt, std::time_t now, bool strip_bos = false,
                     bool* bos_stripped = nullptr) const;
+
+  /// As apply(), and `content_spans` receives the byte ranges of the result that are
+  /// message content (for Tokenizer::encode_chat, which parses special tokens only
+  /// outside them). Found by rendering once more with a private-use marker in place of
+  /// each message's string content; throws jinja::TemplateError when the template
+  /// transforms content so that the two renderings disagree (no exact spans then).
+  std::string apply_with_spans(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                               bool add_generation_prompt, std::time_t now, bool strip_bos,
+                               std::vector<TextSpan>* content_spans) const;
 
  private:
   std::string render_raw(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
