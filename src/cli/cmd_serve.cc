@@ -1,8 +1,12 @@
 // `pdserve serve`: the monolithic server (engine + OpenAI HTTP API in one process).
 #include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "server/http_server.h"
+#include "tokenizer/chat_jinja.h"
 
 namespace pdserve::cli {
 
@@ -35,6 +39,15 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--max-prompt-tokens", a.max_prompt_tokens, "tokens of each prompt (400 beyond; 0 = the context length - 1)")
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 30));
+  cmd.add_option("--chat-template-file", a.chat_template_file,
+                 "Jinja chat template file used instead of the model's tokenizer.chat_template")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--chat-template-date", a.chat_template_date,
+                 "date chat templates see (strftime_now, date_string), YYYY-MM-DD; default: today (UTC)")
+      ->check([](const std::string& s) {
+        std::time_t t;
+        return tokenizer::parse_utc_date(s, &t) ? std::string() : "expected a date YYYY-MM-DD, got '" + s + "'";
+      });
 }
 
 int serve_http(engine::Engine& engine, const HttpArgs& a) {
@@ -50,6 +63,18 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.request_limits.max_json_depth = a.max_json_depth;
   sc.request_limits.max_stop_bytes = a.max_stop_length;
   sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
+  if (!a.chat_template_file.empty()) {
+    std::ifstream f(a.chat_template_file, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    sc.chat_template_override = ss.str();
+    if (!f || sc.chat_template_override.empty()) {
+      std::fprintf(stderr, "error: --chat-template-file %s: cannot read a template\n", a.chat_template_file.c_str());
+      engine.shutdown();
+      return 1;
+    }
+  }
+  if (!a.chat_template_date.empty()) tokenizer::parse_utc_date(a.chat_template_date, &sc.chat_template_now);
   server::HttpServer srv(engine, sc);
   const int rc = srv.run();
   engine.shutdown();

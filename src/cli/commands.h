@@ -42,6 +42,8 @@ struct HttpArgs {
   int max_json_depth = 64;
   size_t max_stop_length = 256;
   int max_prompt_tokens = 0;
+  std::string chat_template_file;  // --chat-template-file
+  std::string chat_template_date;  // --chat-template-date YYYY-MM-DD (empty: today, UTC)
 };
 /// Adds --host, --port, --http-threads, --api-key.
 void add_http_options(CLI::App& cmd, HttpArgs& a);

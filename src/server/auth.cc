@@ -41,6 +41,8 @@ std::optional<ApiError> check_api_key(const std::string& api_key,
   return unauthorized("Incorrect API key provided.");
 }
 
-bool path_requires_auth(const std::string& path) { return path.rfind("/v1/", 0) == 0; }
+bool path_requires_auth(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/apply-template";
+}
 
 }  // namespace pdserve::server

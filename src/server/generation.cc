@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/log.h"
+
 namespace pdserve::server {
 
 namespace {
@@ -34,9 +36,12 @@ size_t bytes_per_token_bound(const tokenizer::Tokenizer& tok) {
 }  // namespace
 
 PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
-                             tokenizer::ChatTemplateKind chat_template)
+                             tokenizer::ChatTemplateKind chat_template,
+                             std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja, std::time_t template_now)
     : tok_(tok),
       chat_template_(chat_template),
+      jinja_(std::move(jinja)),
+      template_now_(template_now),
       bos_text_(vocab_piece(tok.vocab(), tok.vocab().bos_id)),
       eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)),
       max_bytes_per_token_(bytes_per_token_bound(tok)) {}
@@ -58,6 +63,39 @@ std::string PromptEncoder::render(const std::vector<tokenizer::ChatMessage>& mes
                                 eos_text_);
 }
 
+std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
+                                              bool* bos_stripped, bool add_generation_prompt) const {
+  if (bos_stripped) *bos_stripped = false;
+  if (jinja_) {
+    const auto& caps = jinja_->caps();
+    bool tool_turns = false;
+    for (const auto& m : req.template_messages)
+      tool_turns |= m.contains("tool_calls") || m.value("role", "") == "tool";
+    const bool template_form =
+        (!req.tools.active() || caps.supports_tools) && (!tool_turns || caps.supports_tool_calls);
+    json messages = json::array();
+    if (template_form) {
+      messages = req.template_messages;
+    } else {
+      for (const auto& m : req.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+    }
+    const json tools = template_form && req.tools.active() ? req.template_tools : json();
+    const bool strip = tok_.vocab().add_bos;
+    try {
+      std::vector<tokenizer::TextSpan> spans;
+      std::string text = jinja_->apply_with_spans(messages, tools, add_generation_prompt,
+                                                  template_now_ ? template_now_ : std::time(nullptr), strip, &spans);
+      if (bos_stripped) *bos_stripped = strip && !bos_text_.empty();
+      if (content) *content = std::move(spans);
+      return text;
+    } catch (const std::exception& e) {
+      PDS_LOG_WARN("chat template: {}; this request uses the built-in '{}' format", e.what(),
+                   tokenizer::chat_template_name(chat_template_));
+    }
+  }
+  return tokenizer::render_chat(chat_template_, req.messages, add_generation_prompt, bos_text_, eos_text_, content);
+}
+
 std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int context_length,
                                               std::vector<std::vector<int32_t>>& out) const {
   const auto& vocab = tok_.vocab();
@@ -66,13 +104,15 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
   if (req.endpoint == Endpoint::ChatCompletions) {
     // Special tokens only in the template's text; message content is plain text.
     std::vector<tokenizer::TextSpan> content;
-    const std::string text = tokenizer::render_chat(chat_template_, req.messages, /*add_generation_prompt=*/true,
-                                                    bos_text_, eos_text_, &content);
+    bool bos_stripped = false;
+    const std::string text = render_chat_prompt(req, &content, &bos_stripped);
     if (auto err = check_bytes(text.size(), context_length, req)) return err;  // before tokenizing
-    // Templates that spell BOS in text (e.g. Llama 3) must not get a second one.
+    // Templates that spell BOS in text (e.g. Llama 3) must not get a second one (the
+    // Jinja path already removed a leading BOS text, as llama.cpp does).
     bool add_bos = vocab.add_bos;
     const bool bos_in_template = content.empty() || content.front().offset >= bos_text_.size();
-    if (add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0 && bos_in_template) add_bos = false;
+    if (!bos_stripped && add_bos && !bos_text_.empty() && text.rfind(bos_text_, 0) == 0 && bos_in_template)
+      add_bos = false;
     out.push_back(tok_.encode_chat(text, add_bos, content));
   } else {
     for (const auto& p : req.prompts) {

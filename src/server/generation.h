@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
+#include "tokenizer/chat_jinja.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,7 +24,11 @@ namespace pdserve::server {
 /// Turns request prompts into token ids.
 class PromptEncoder {
  public:
-  PromptEncoder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplateKind chat_template);
+  /// `jinja` (optional): the model's own chat template, rendered for chat requests with
+  /// `template_now` as the date it sees; when it fails for a request, the reason is
+  /// logged and `chat_template` (the built-in renderer) is used instead.
+  PromptEncoder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplateKind chat_template,
+                std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr, std::time_t template_now = 0);
 
   /// Completions: each text prompt with add_bos = vocab().add_bos, parse_special = false;
   /// token prompts as given (ids checked against the vocabulary). Chat: the messages
@@ -38,6 +43,16 @@ class PromptEncoder {
   /// The prompt text the chat template makes of `messages` (with the generation prompt).
   std::string render(const std::vector<tokenizer::ChatMessage>& messages) const;
 
+  /// The chat prompt text of `req` (Jinja template when there is one and it renders,
+  /// else the built-in renderer). `content` (optional) gets the message-content spans;
+  /// `*bos_stripped` is set when a leading BOS text was removed because the tokenizer
+  /// adds BOS itself.
+  /// With a Jinja template, `req.template_messages` and the request's tools go to the
+  /// template when it renders tools (and tool-call turns, if the conversation has them);
+  /// otherwise the messages in the tool wire format with the tools system prompt.
+  std::string render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
+                                 bool* bos_stripped = nullptr, bool add_generation_prompt = true) const;
+
   /// Bytes one token covers at most (0: the vocabulary gives no bound). A text prompt
   /// longer than context_length × this is refused before it is tokenized.
   size_t max_bytes_per_token() const { return max_bytes_per_token_; }
@@ -47,6 +62,8 @@ class PromptEncoder {
 
   const tokenizer::Tokenizer& tok_;
   tokenizer::ChatTemplateKind chat_template_;
+  std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja_;
+  std::time_t template_now_ = 0;
   std::string bos_text_, eos_text_;
   size_t max_bytes_per_token_ = 0;
 };

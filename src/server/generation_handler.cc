@@ -29,8 +29,28 @@ constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
 
 GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
-                                     const std::atomic<bool>* stopping, RequestLimits limits)
-    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping), limits_(limits) {}
+                                     const std::atomic<bool>* stopping, RequestLimits limits,
+                                     std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja,
+                                     std::time_t template_now)
+    : engine_(engine),
+      encoder_(engine.tokenizer(), chat_template, std::move(jinja), template_now),
+      stopping_(stopping),
+      limits_(limits) {}
+
+void GenerationHandler::apply_template(const std::string& body, httplib::Response& res) const {
+  if (auto err = check_json_depth(body, limits_.max_json_depth)) {
+    send_error(res, *err);
+    return;
+  }
+  ParsedRequest parsed = parse_apply_template_request(body);
+  if (!parsed.ok()) {
+    send_error(res, *parsed.error);
+    return;
+  }
+  const GenerationRequest& r = parsed.request;
+  const std::string prompt = encoder_.render_chat_prompt(r, nullptr, nullptr, r.add_generation_prompt);
+  send_json(res, 200, json{{"prompt", prompt}});
+}
 
 ResponseMeta GenerationHandler::new_meta(Endpoint endpoint) const {
   return ResponseMeta{

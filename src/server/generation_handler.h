@@ -19,7 +19,13 @@ class GenerationHandler {
   /// `stopping` (may be null) is set when the server shuts down; running requests are
   /// then aborted.
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
-                    const std::atomic<bool>* stopping, RequestLimits limits = {});
+                    const std::atomic<bool>* stopping, RequestLimits limits = {},
+                    std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr,
+                    std::time_t template_now = 0);
+
+  /// POST /apply-template: {messages, tools?, add_generation_prompt?} → {"prompt": text},
+  /// the chat prompt as /v1/chat/completions would render it (llama.cpp's endpoint).
+  void apply_template(const std::string& body, httplib::Response& res) const;
 
   /// Serves one request whose JSON body is `body` (read by the caller, whatever the
   /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).

@@ -23,6 +23,7 @@
 #include "server/http_util.h"
 #include "server/info_json.h"
 #include "server/openai_response.h"
+#include "tokenizer/chat_jinja.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -88,7 +89,7 @@ void restore_signal_handlers() {
 
 /// Allowed method of a known path (for 405), or nullptr for unknown paths.
 const char* allowed_method(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template") return "POST";
   if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
     return "GET";
   }
@@ -112,14 +113,37 @@ struct HttpServer::Impl {
       : engine(e),
         cfg(std::move(c)),
         created(unix_seconds()),
-        chat_template(detect_template(e)),
-        generation(e, chat_template, &stopping, cfg.request_limits),
+        chat_template(detect_template(template_source(e, cfg))),
+        jinja(load_jinja(e, cfg)),
+        generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now),
         svr(connection_limits(cfg)) {
     setup_routes();
   }
 
-  static tokenizer::ChatTemplateKind detect_template(engine::Engine& e) {
-    const std::string& jinja = e.tokenizer().vocab().chat_template;
+  static const std::string& template_source(engine::Engine& e, const ServerConfig& cfg) {
+    return cfg.chat_template_override.empty() ? e.tokenizer().vocab().chat_template : cfg.chat_template_override;
+  }
+
+  // The Jinja chat template (the model's or --chat-template-file's), or null when there
+  // is none or it does not parse (the built-in renderer is used then; reason logged).
+  static std::shared_ptr<const tokenizer::JinjaChatTemplate> load_jinja(engine::Engine& e, const ServerConfig& cfg) {
+    const std::string& src = template_source(e, cfg);
+    if (src.empty()) return nullptr;
+    const auto& v = e.tokenizer().vocab();
+    auto piece = [&](int32_t id) { return id >= 0 && id < v.size() ? v.tokens[static_cast<size_t>(id)] : std::string(); };
+    try {
+      auto t = std::make_shared<const tokenizer::JinjaChatTemplate>(src, piece(v.bos_id), piece(v.eos_id));
+      PDS_LOG_INFO("chat template: Jinja (system role {}, tools {}, tool calls {})",
+                   t->caps().supports_system_role ? "yes" : "no", t->caps().supports_tools ? "yes" : "no",
+                   t->caps().supports_tool_calls ? "yes" : "no");
+      return t;
+    } catch (const std::exception& ex) {
+      PDS_LOG_WARN("chat template cannot be used as Jinja ({}); falling back to the built-in renderer", ex.what());
+      return nullptr;
+    }
+  }
+
+  static tokenizer::ChatTemplateKind detect_template(const std::string& jinja) {
     bool recognized = true;
     auto kind = tokenizer::detect_chat_template(jinja, &recognized);
     if (jinja.empty()) {
@@ -143,6 +167,7 @@ struct HttpServer::Impl {
   ServerConfig cfg;
   int64_t created;
   tokenizer::ChatTemplateKind chat_template;
+  std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja;
   std::atomic<int> listen_fd{-1};           // the listening socket, once bound
   std::atomic<bool> stopping{false};       // shutdown begun: refuse new work, abort running
   std::atomic<bool> stop_requested{false};  // stop() was called
@@ -270,6 +295,9 @@ void HttpServer::Impl::setup_api_routes() {
   };
   svr.Post("/v1/completions", post(Endpoint::Completions));
   svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
+  svr.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    generation.apply_template(req.body, res);
+  });
   // CORS preflight for browser clients.
   svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;

@@ -5,6 +5,7 @@
 // Errors are OpenAI-style JSON: {"error": {"message", "type", "param", "code"}}.
 #pragma once
 
+#include <ctime>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,8 @@ struct ServerConfig {
   double idle_timeout_s = 5;            // --http-idle-timeout: keep-alive silence allowed
   int max_connections_per_client = 256; // --max-connections-per-client (429 beyond)
   RequestLimits request_limits;         // --max-json-depth, --max-stop-length, --max-prompt-tokens
+  std::string chat_template_override;   // --chat-template-file: its text replaces the model's template
+  std::time_t chat_template_now = 0;    // --chat-template-date (00:00 UTC); 0 ⇒ the current time
 };
 
 class HttpServer {

@@ -387,7 +387,8 @@ std::optional<ApiError> parse_content(const json& content, const std::string& pn
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::ChatMessage>& out) {
+std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::ChatMessage>& out,
+                                       json* template_out = nullptr) {
   const json* msgs = field(obj, "messages");
   if (!msgs) return missing("messages");
   if (!msgs->is_array()) return type_error("messages", "an array", *msgs);
@@ -417,6 +418,12 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
     auto it = m.find("content");
     if (it == m.end() || (it->is_null() && r != "assistant")) return missing(pm + ".content");
     PDS_TRY(parse_content(*it, pm + ".content", msg.content));
+    if (template_out) {
+      json tm = {{"role", r}, {"content", it->is_null() ? json() : json(msg.content)}};
+      for (const char* k : {"tool_calls", "tool_call_id", "name"})
+        if (auto f = m.find(k); f != m.end()) tm[k] = *f;
+      template_out->push_back(std::move(tm));
+    }
     PDS_TRY(render_tool_message(m, pm, msg.role, msg.content));  // tool calls and results (tool_calls.h)
     out.push_back(std::move(msg));
   }
@@ -425,7 +432,7 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
 
 std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r) {
   r.endpoint = Endpoint::ChatCompletions;
-  PDS_TRY(parse_messages(obj, r.messages));
+  PDS_TRY(parse_messages(obj, r.messages, &r.template_messages));
   PDS_TRY(parse_common(obj, r));
 
   r.params.max_tokens = -1;
@@ -454,6 +461,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
   }
   PDS_TRY(parse_structured_output(obj, r.params));
   PDS_TRY(parse_tools(obj, r.tools));
+  if (const json* t = field(obj, "tools"); t && t->is_array()) r.template_tools = *t;
   if (r.tools.active()) {  // describe the tools in the system message; constrain the output
     if (!r.params.grammar.empty())
       return bad_request("'tools' cannot be combined with a structured-output constraint.", "tools");
@@ -505,6 +513,24 @@ ParsedRequest parse_completion_request(std::string_view body) {
 ParsedRequest parse_chat_json(const json& body) { return parse_object(body, parse_chat_fields); }
 ParsedRequest parse_chat_request(std::string_view body) {
   return parse_text(body, parse_chat_fields);
+}
+
+ParsedRequest parse_apply_template_request(std::string_view body) {
+  return parse_text(body, [](const json& obj, GenerationRequest& r) -> std::optional<ApiError> {
+    r.endpoint = Endpoint::ChatCompletions;
+    PDS_TRY(parse_messages(obj, r.messages, &r.template_messages));
+    std::optional<bool> agp;
+    PDS_TRY(read_bool(obj, "add_generation_prompt", agp));
+    r.add_generation_prompt = agp.value_or(true);
+    PDS_TRY(parse_tools(obj, r.tools));
+    if (const json* t = field(obj, "tools"); t && t->is_array()) r.template_tools = *t;
+    if (r.tools.active()) {  // as a chat request describes them without a Jinja template
+      if (r.messages.empty() || r.messages[0].role != "system") r.messages.insert(r.messages.begin(), {"system", ""});
+      std::string& sys = r.messages[0].content;
+      sys += (sys.empty() ? "" : "\n\n") + tools_system_prompt(r.tools);
+    }
+    return std::nullopt;
+  });
 }
 
 std::optional<ApiError> check_model(const GenerationRequest& req, const std::string& served_model) {

@@ -48,6 +48,12 @@ struct GenerationRequest {
   bool include_usage = false;                    // stream_options.include_usage
   std::string user;
   ToolConfig tools;                              // chat tools / tool_choice / parallel_tool_calls
+  /// Chat: the messages for a Jinja chat template — role (developer → system), content
+  /// as text (null kept for an assistant's tool-call turn), tool_calls, tool_call_id,
+  /// name — before `messages` got the tool wire format and the tools system prompt.
+  json template_messages = json::array();
+  json template_tools;                           // chat: the request's `tools` as sent (null if none)
+  bool add_generation_prompt = true;             // /apply-template's add_generation_prompt
 
   bool want_logprobs() const { return params.top_logprobs >= 0; }
   /// Total number of choices in the response (prompts × n for completions).
@@ -76,6 +82,10 @@ ParsedRequest parse_completion_json(const json& body);
 /// absent ⇒ -1 (until EOS or the context end). `logprobs: true` + `top_logprobs` 0..5.
 /// Role "developer" is treated as "system"; text content parts are joined with "\n".
 ParsedRequest parse_chat_request(std::string_view body);
+
+/// Parses a POST /apply-template body {messages, tools?, add_generation_prompt?}
+/// (llama.cpp's server endpoint): messages and tools validated as for chat.
+ParsedRequest parse_apply_template_request(std::string_view body);
 ParsedRequest parse_chat_json(const json& body);
 
 /// 404 model_not_found unless `model` is empty or equals `served_model`.
