@@ -23,10 +23,10 @@ std::optional<std::string> bearer_token(const std::string& h) {
 
 }  // namespace
 
-Gateway::Gateway(Clock clock) : clock_(clock), limiter_(clock) {}
+Gateway::Gateway(Clock clock) : clock_(clock), open_(true), limiter_(clock) {}
 
 Gateway::Gateway(std::shared_ptr<const AuthConfig> config, std::string path, Clock clock)
-    : clock_(clock), path_(std::move(path)), config_(std::move(config)), limiter_(clock) {}
+    : clock_(clock), path_(std::move(path)), open_(false), config_(std::move(config)), limiter_(clock) {}
 
 std::shared_ptr<const AuthConfig> Gateway::config() const {
   std::lock_guard<std::mutex> lk(mu_);

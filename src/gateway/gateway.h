@@ -85,7 +85,8 @@ class Gateway {
   /// A gateway over `config`; `path` is re-read by reload().
   Gateway(std::shared_ptr<const AuthConfig> config, std::string path, Clock clock = steady_clock_seconds());
 
-  bool open() const { return path_.empty() && !config_; }
+  /// True for a gateway without an auth file.
+  bool open() const { return open_; }
 
   /// Checks `Authorization: Bearer KEY` against the config's key hashes (every hash is
   /// compared, in constant time). An open gateway admits anyone as nobody.
@@ -121,6 +122,7 @@ class Gateway {
 
   Clock clock_;
   std::string path_;
+  bool open_;
   mutable std::mutex mu_;
   std::shared_ptr<const AuthConfig> config_;
   const AuthConfig defaults_{};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "server/gateway_http.h"
 #include "server/http_connections.h"
 #include "server/http_util.h"
 #include "server/sse.h"
@@ -29,8 +30,33 @@ constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
 
 GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
-                                     const std::atomic<bool>* stopping, RequestLimits limits)
-    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping), limits_(limits) {}
+                                     const std::atomic<bool>* stopping, RequestLimits limits,
+                                     gateway::Gateway* gateway)
+    : engine_(engine), encoder_(engine.tokenizer(), chat_template), stopping_(stopping), limits_(limits),
+      gateway_(gateway) {}
+
+std::optional<ApiError> GenerationHandler::admit(const GenerationRequest& r,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 const httplib::Request& req, httplib::Response& res,
+                                                 std::shared_ptr<gateway::RequestLease>& lease) const {
+  auto who = gateway_->authenticate(req.get_header_value("Authorization"));
+  if (!who.ok()) return unauthorized(who.status().message());
+  std::optional<gateway::SloClass> cls;
+  if (!r.slo_class.empty()) cls = gateway::parse_slo_class(r.slo_class);
+  // The token estimate: every prompt plus the most each of its n choices may generate.
+  double tokens = 0;
+  for (const auto& p : prompts) {
+    const int64_t gen = r.params.max_tokens > 0 ? r.params.max_tokens
+                                                 : std::max<int64_t>(0, engine_.context_length() - static_cast<int64_t>(p.size()));
+    tokens += static_cast<double>(p.size()) + static_cast<double>(r.n) * static_cast<double>(gen);
+  }
+  gateway::RateLimitState state;
+  auto out = gateway_->admit(who.value(), r.model.empty() ? engine_.model_name() : r.model, cls, tokens, &state);
+  set_rate_limit_headers(res, state);
+  if (auto* refusal = std::get_if<gateway::Refusal>(&out)) return refusal_error(*refusal, res);
+  lease = std::get<std::shared_ptr<gateway::RequestLease>>(std::move(out));
+  return std::nullopt;
+}
 
 ResponseMeta GenerationHandler::new_meta(Endpoint endpoint) const {
   return ResponseMeta{
@@ -77,7 +103,15 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, *err);
     return;
   }
+  std::shared_ptr<gateway::RequestLease> lease;
+  if (gateway_) {
+    if (auto err = admit(r, prompts, req, res, lease)) {
+      send_error(res, *err);
+      return;
+    }
+  }
   auto streams = std::make_unique<ChoiceStreams>();
+  streams->set_lease(std::move(lease));
   if (auto err = streams->submit(engine_, r, prompts)) {
     send_error(res, *err);
     return;
@@ -136,6 +170,10 @@ bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget)
 }
 
 std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) const {
+  if (f.error.rfind("server_overloaded", 0) == 0) {  // shed: past its class's maximum queue time
+    const ApiError e = overloaded("The server is overloaded: " + f.error.substr(f.error.find(':') + 2) + ". Please retry later.");
+    return {e.status, e.body()};
+  }
   if (!f.error.empty()) {
     PDS_LOG_ERROR("generation failed: {}", f.error);
     const ApiError e = server_error(f.error);

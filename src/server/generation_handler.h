@@ -18,8 +18,10 @@ class GenerationHandler {
  public:
   /// `stopping` (may be null) is set when the server shuts down; running requests are
   /// then aborted.
+  /// `gateway` (may be null: no classes, limits or keys) admits each request.
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
-                    const std::atomic<bool>* stopping, RequestLimits limits = {});
+                    const std::atomic<bool>* stopping, RequestLimits limits = {},
+                    gateway::Gateway* gateway = nullptr);
 
   /// Serves one request whose JSON body is `body` (read by the caller, whatever the
   /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).
@@ -38,6 +40,11 @@ class GenerationHandler {
   std::pair<int, std::string> full_response(FullResult& f) const;
   void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
                       httplib::Response& res) const;
+  /// Authenticates and admits `r` at the gateway (rate limits, class, queue bound),
+  /// setting the x-ratelimit-* headers; the error to answer with, or null and `lease`.
+  std::optional<ApiError> admit(const GenerationRequest& r, const std::vector<std::vector<int32_t>>& prompts,
+                                const httplib::Request& req, httplib::Response& res,
+                                std::shared_ptr<gateway::RequestLease>& lease) const;
   ResponseMeta new_meta(Endpoint endpoint) const;
   PieceFn piece_fn() const;
 
@@ -45,6 +52,7 @@ class GenerationHandler {
   PromptEncoder encoder_;
   const std::atomic<bool>* stopping_;
   RequestLimits limits_;
+  gateway::Gateway* gateway_;
 };
 
 }  // namespace pdserve::server

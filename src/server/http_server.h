@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "gateway/gateway.h"
 #include "server/request_limits.h"
 
 namespace pdserve::server {
@@ -24,6 +25,9 @@ struct ServerConfig {
   double idle_timeout_s = 5;            // --http-idle-timeout: keep-alive silence allowed
   int max_connections_per_client = 256; // --max-connections-per-client (429 beyond)
   RequestLimits request_limits;         // --max-json-depth, --max-stop-length, --max-prompt-tokens
+  /// --auth-file: keys, tenants, limits and classes (reloaded on SIGHUP); null ⇒ an open
+  /// gateway (no keys; a request's `slo_class` field is honoured).
+  std::shared_ptr<gateway::Gateway> gateway;
 };
 
 class HttpServer {
