@@ -72,6 +72,7 @@ class ChoiceStreams {
   /// The gateway's hold on this request (may be null): submit() takes its class and
   /// cache namespace, tokens are reported to it, and it ends with these streams.
   void set_lease(std::shared_ptr<gateway::RequestLease> lease) { lease_ = std::move(lease); }
+  const gateway::RequestLease* lease() const { return lease_.get(); }
 
   struct Event {
     int choice = 0;

@@ -171,6 +171,7 @@ bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget)
 
 std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) const {
   if (f.error.rfind("server_overloaded", 0) == 0) {  // shed: past its class's maximum queue time
+    if (gateway_) gateway_->count_refusal("queue_timeout");
     const ApiError e = overloaded("The server is overloaded: " + f.error.substr(f.error.find(':') + 2) + ". Please retry later.");
     return {e.status, e.body()};
   }
@@ -202,8 +203,14 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
   f->streams = std::move(streams);
   f->choices.resize(static_cast<size_t>(f->streams->size()));
   for (size_t i = 0; i < f->choices.size(); ++i) f->choices[i].index = static_cast<int>(i);
-  if (collect(*f, kHeartbeatAfter)) {
+  // A class with a maximum queue time: its 503 must come as a status, so the 200 and the
+  // heartbeats wait until that time has passed.
+  auto first_wait = kHeartbeatAfter;
+  if (const gateway::RequestLease* l = f->streams->lease(); l && l->policy().max_queue_s > 0)
+    first_wait = std::max(first_wait, std::chrono::milliseconds(static_cast<int64_t>(l->policy().max_queue_s * 1000) + 500));
+  if (collect(*f, first_wait)) {
     auto [status, body] = full_response(*f);
+    if (status == 503 && f->error.rfind("server_overloaded", 0) == 0) res.set_header("Retry-After", "1");
     res.status = status;
     res.set_content(body, "application/json");
     return;
