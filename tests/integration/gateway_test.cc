@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/auth_config.h"
+#include "support/cluster.h"
 #include "support/prometheus.h"
 #include "support/server_process.h"
 #include "support/wait.h"
@@ -362,6 +363,44 @@ TEST(Gateway, PastTheQueueBoundRequestsGet503AtOnceAndTheServerKeepsServing) {
                 testing::sum_samples(samples, "pdserve_slo_missed_total", "slo_class", "high"),
             1);
   EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_requests_total", "slo_class", "high"), 1);
+}
+
+TEST(Gateway, TheRouterAppliesTheSameKeysLimitsNamespacesAndClasses) {
+  AuthDir d;
+  d.write(json{{"tenants", {{"a", {{"allowed_slo_classes", {"high"}}}}, {"b", json::object()}}},
+               {"keys", {key("ka", "a", {{"slo_class", "low"}, {"limits", {{"requests_per_minute", 6}}}}), key("kb", "b")}}}
+              .dump());
+  testing::ClusterOptions o;
+  o.router_args = {"--auth-file", d.path()};
+  testing::Cluster cluster(o);
+  ASSERT_TRUE(cluster.ready()) << cluster.error();
+  const int port = cluster.router_port();
+  EXPECT_EQ(complete(port, "")->status, 401);
+  EXPECT_EQ(complete(port, "kb", {{"slo_class", "high"}})->status, 400) << "b may not pick high";
+  const std::string prompt =
+      "The little dog ran to the park and found a big red ball under the old tree near the pond where the ducks swim";
+  auto run = [&](const std::string& k, json extra) {
+    extra["prompt"] = prompt;
+    extra["max_tokens"] = 8;
+    auto r = complete(port, k, extra);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  };
+  const json low = run("ka", json::object());
+  const json high = run("ka", {{"slo_class", "high"}});
+  EXPECT_EQ(low["choices"][0]["text"], high["choices"][0]["text"]) << "the class changes the order, not the tokens";
+  EXPECT_GT(high["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  EXPECT_EQ(run("kb", json::object())["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+      << "tenant b sees none of a's blocks on the decode worker";
+  // 6 per minute: 2 used above, 4 more, then 429.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(complete(port, "ka")->status, 200) << i;
+  auto r = complete(port, "ka");
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("x-ratelimit-remaining-requests"), "0");
+  // One request per 10 s, partly refilled while the requests above ran.
+  const int retry = std::stoi(r->get_header_value("Retry-After"));
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 10);
 }
 
 TEST(Gateway, AMalformedAuthFileRefusesToStartAndNamesTheLine) {
