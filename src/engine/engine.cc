@@ -106,6 +106,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   group->n = group->unfinished = opts.n;
   group->arrival_time = now;
   group->prompt_len = n;
+  group->slo_class = opts.slo_class;
   std::vector<std::shared_ptr<RequestStream>> streams;
   const int64_t id = next_id_++;
   const uint64_t base_seed = params.seed ? *params.seed : random_seed();
@@ -222,6 +223,11 @@ void EngineImpl::end_choice(RequestGroup& g, int choice_index, FinishReason reas
                           first_token >= 0 ? first_token - g.arrival_time : -1,
                           has_tpot ? (g.first_choice_end - first_token) / (g.first_choice_tokens - 1) : 0, has_tpot,
                           now - g.arrival_time, g.prompt_len, g.generated);
+  if (g.slo_class >= 0 && g.slo_class <= 2) {
+    static const char* const kClassNames[] = {"high", "medium", "low"};  // gateway/slo_class.h
+    metrics_.record_class_queue(kClassNames[g.slo_class],
+                                (g.first_scheduled_time >= 0 ? g.first_scheduled_time : now) - g.arrival_time);
+  }
 }
 
 void EngineImpl::finish(Sequence* s, FinishReason reason, StreamDelta delta) {

@@ -33,6 +33,8 @@ struct MetricsSnapshot {
   int64_t prompt_tokens = 0, generation_tokens = 0;
   std::map<std::string, int64_t> request_success;  // by finished_reason
   Histogram ttft, tpot, e2e, queue_time;
+  /// Queue time (arrival to first scheduled) of classed requests, by SLO class name.
+  std::map<std::string, Histogram> queue_time_by_class;
   // Disaggregation (present on workers; zero on a monolithic server).
   bool has_transfer = false;
   std::map<std::string, int64_t> kv_transfer_bytes;     // by codec
@@ -49,6 +51,8 @@ class EngineMetrics {
   void record_request(const std::string& finished_reason, double queue_s, double ttft_s, double tpot_s,
                       bool has_tpot, double e2e_s, int64_t prompt_tokens, int64_t generation_tokens);
   void add_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
+  /// The queue time of one finished request of SLO class `slo_class` ("high", ...).
+  void record_class_queue(const std::string& slo_class, double queue_s);
   /// Copies the request-level part into `out`.
   void fill(MetricsSnapshot& out) const;
 
@@ -58,6 +62,7 @@ class EngineMetrics {
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   Histogram ttft_, tpot_, e2e_, queue_;
+  std::map<std::string, Histogram> class_queue_;
 };
 
 }  // namespace pdserve::engine

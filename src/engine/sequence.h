@@ -27,6 +27,7 @@ struct RequestGroup {
   double first_scheduled_time = -1;
   double first_token_time = -1;
   int prompt_len = 0;
+  int slo_class = -1;                     // RequestOptions::slo_class (per-class queue-time metric)
   int64_t generated = 0;                  // over all choices
   FinishReason first_choice_finish = FinishReason::None;
   int first_choice_tokens = 0;

@@ -363,6 +363,8 @@ TEST(Gateway, PastTheQueueBoundRequestsGet503AtOnceAndTheServerKeepsServing) {
                 testing::sum_samples(samples, "pdserve_slo_missed_total", "slo_class", "high"),
             1);
   EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_requests_total", "slo_class", "high"), 1);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_class_queue_time_seconds_count", "slo_class", "high"), 1);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_time_to_first_token_seconds_count", "slo_class", "high"), 1);
 }
 
 TEST(Gateway, TheRouterAppliesTheSameKeysLimitsNamespacesAndClasses) {
