@@ -30,6 +30,7 @@ void add_router_command(CLI::App& app, RouterArgs& a) {
 }
 
 int run_router(const RouterArgs& a) {
+  if (int rc = check_auth_file(a.http)) return rc;  // before the vocabulary loads
   disagg::RouterConfig cfg;
   cfg.model_path = a.model;
   cfg.model_name = a.model_name;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "gateway/auth_config.h"
 #include "server/http_server.h"
 #include "tokenizer/chat_jinja.h"
 
@@ -16,7 +17,10 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--http-threads", a.http_threads, "HTTP worker threads (concurrent connections)")
       ->default_val(256)
       ->check(CLI::Range(1, 4096));
-  cmd.add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  auto* api_key = cmd.add_option("--api-key", a.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd.add_option("--auth-file", a.auth_file,
+                 "JSON file of API keys (SHA-256, see hash-key), tenants, rate limits and SLO classes; reloaded on SIGHUP")
+      ->excludes(api_key);
   cmd.add_option("--max-body-bytes", a.max_body_bytes, "largest request body (413 beyond)")
       ->default_val(8u << 20)
       ->check(CLI::Range(size_t{1024}, size_t{1} << 32));
@@ -75,6 +79,15 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
     }
   }
   if (!a.chat_template_date.empty()) tokenizer::parse_utc_date(a.chat_template_date, &sc.chat_template_now);
+  if (!a.auth_file.empty()) {
+    auto cfg = gateway::load_auth_file(a.auth_file);
+    if (!cfg.ok()) {
+      std::fprintf(stderr, "error: --auth-file: %s\n", cfg.error().c_str());
+      engine.shutdown();
+      return 2;
+    }
+    sc.gateway = std::make_shared<gateway::Gateway>(cfg.value(), a.auth_file);
+  }
   server::HttpServer srv(engine, sc);
   const int rc = srv.run();
   engine.shutdown();
@@ -87,7 +100,26 @@ void add_serve_command(CLI::App& app, ServeArgs& a) {
   add_http_options(*cmd, a.http);
 }
 
+int check_auth_file(const HttpArgs& a) {
+  if (a.auth_file.empty()) return 0;
+  auto cfg = gateway::load_auth_file(a.auth_file);
+  if (cfg.ok()) return 0;
+  std::fprintf(stderr, "error: --auth-file: %s\n", cfg.error().c_str());
+  return 2;
+}
+
+void add_hash_key_command(CLI::App& app, std::string& key) {
+  CLI::App* cmd = app.add_subcommand("hash-key", "print the SHA-256 hex of an API key (the auth file's key_sha256)");
+  cmd->add_option("key", key, "the API key")->required();
+}
+
+int run_hash_key(const std::string& key) {
+  std::printf("%s\n", gateway::hash_api_key(key).c_str());
+  return 0;
+}
+
 int run_serve(const ServeArgs& a) {
+  if (int rc = check_auth_file(a.http)) return rc;  // before the model loads
   auto eng = engine::Engine::create(a.engine);
   if (!eng.ok()) {
     std::fprintf(stderr, "error: %s\n", eng.error().c_str());

@@ -35,6 +35,7 @@ struct HttpArgs {
   int port = 8080;
   int http_threads = 256;
   std::string api_key;
+  std::string auth_file;  // --auth-file (gateway/auth_config.h)
   size_t max_body_bytes = 8u << 20;
   double http_header_timeout = 10;
   double http_idle_timeout = 5;
@@ -49,6 +50,11 @@ struct HttpArgs {
 void add_http_options(CLI::App& cmd, HttpArgs& a);
 /// Serves the OpenAI API over `engine` until SIGINT/SIGTERM, then shuts the engine down.
 int serve_http(engine::Engine& engine, const HttpArgs& a);
+/// 0 when --auth-file is unset or parses; else prints the error (naming the line) and returns 2.
+int check_auth_file(const HttpArgs& a);
+/// `pdserve hash-key KEY`: prints the SHA-256 hex of KEY for the auth file.
+void add_hash_key_command(CLI::App& app, std::string& key);
+int run_hash_key(const std::string& key);
 
 struct ServeArgs {
   engine::EngineConfig engine;

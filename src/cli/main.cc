@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   pdserve::cli::PerplexityArgs perplexity;
   pdserve::cli::add_perplexity_command(app, perplexity);
 
+  std::string hash_key;
+  pdserve::cli::add_hash_key_command(app, hash_key);
+
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
@@ -57,5 +60,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
   if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
   if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
+  if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
   return 2;
 }

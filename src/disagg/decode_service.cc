@@ -39,6 +39,10 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
   opts.priority = req->priority();
   opts.cache_salt = req->cache_salt();
   opts.original_prompt_len = req->original_prompt_len();
+  opts.slo_class = req->slo_class() - 1;
+  opts.ttft_target_s = req->ttft_target_s();
+  opts.tpot_target_s = req->tpot_target_s();
+  opts.max_queue_s = req->max_queue_s();
   auto r = engine_.submit_group(std::move(prompt), from_proto(req->params()), opts);
   if (!r.ok()) {
     GenerateResponse resp;

@@ -50,6 +50,11 @@ GenerateRequest RoutedChoice::make_request() const {
   }
   r.set_priority(req_.priority);
   r.set_cache_salt(req_.cache_salt);
+  r.set_slo_class(req_.slo_class + 1);
+  r.set_ttft_target_s(req_.ttft_target_s);
+  r.set_tpot_target_s(req_.tpot_target_s);
+  // A resumed choice was scheduled before: no queue time limit on the new worker.
+  if (delivered_.empty()) r.set_max_queue_s(req_.max_queue_s);
   return r;
 }
 

@@ -65,6 +65,8 @@ class RoutedChoice {
     engine::SamplingParams params;  // this choice's seed already applied
     int priority = 0;
     std::string cache_salt;
+    int slo_class = -1;  // engine::RequestOptions' class and targets, passed on to the decode worker
+    double ttft_target_s = 0, tpot_target_s = 0, max_queue_s = 0;
   };
 
   RoutedChoice(ChoiceHost& host, Request req, std::shared_ptr<engine::RequestStream> out, ChoiceLimits limits,

@@ -138,6 +138,10 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
     req.params = params.for_choice(k);
     req.priority = opts.priority;
     req.cache_salt = opts.cache_salt;
+    req.slo_class = opts.slo_class;
+    req.ttft_target_s = opts.ttft_target_s;
+    req.tpot_target_s = opts.tpot_target_s;
+    req.max_queue_s = opts.max_queue_s;
     auto stream = std::make_shared<engine::RequestStream>(req.id);
     stream->set_abort_event(watch_wake_);
     auto choice = std::make_shared<RoutedChoice>(static_cast<ChoiceHost&>(*this), std::move(req), stream, cfg_.limits,

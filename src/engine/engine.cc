@@ -106,6 +106,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   group->n = group->unfinished = opts.n;
   group->arrival_time = now;
   group->prompt_len = n;
+  group->slo_class = opts.slo_class;
   std::vector<std::shared_ptr<RequestStream>> streams;
   const int64_t id = next_id_++;
   const uint64_t base_seed = params.seed ? *params.seed : random_seed();
@@ -120,6 +121,10 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   seq->deadline = cfg_.request_timeout_s > 0 ? now + cfg_.request_timeout_s : 0;
   seq->priority = opts.priority;
   seq->cache_salt = opts.cache_salt;
+  seq->slo_class = opts.slo_class;
+  seq->slo_deadline = opts.slo_class >= 0 && opts.ttft_target_s > 0 ? now + opts.ttft_target_s : 0;
+  seq->tpot_target = opts.tpot_target_s;
+  seq->queue_deadline = opts.max_queue_s > 0 ? now + opts.max_queue_s : 0;
   seq->kv_budget = kv_budget;
   seq->role_prompt_len = opts.original_prompt_len > 0 ? opts.original_prompt_len : seq->prompt_len;
   // A resume: the tokens after the original prompt were sampled with one draw each, so a
@@ -220,6 +225,11 @@ void EngineImpl::end_choice(RequestGroup& g, int choice_index, FinishReason reas
                           first_token >= 0 ? first_token - g.arrival_time : -1,
                           has_tpot ? (g.first_choice_end - first_token) / (g.first_choice_tokens - 1) : 0, has_tpot,
                           now - g.arrival_time, g.prompt_len, g.generated);
+  if (g.slo_class >= 0 && g.slo_class <= 2) {
+    static const char* const kClassNames[] = {"high", "medium", "low"};  // gateway/slo_class.h
+    metrics_.record_class_queue(kClassNames[g.slo_class],
+                                (g.first_scheduled_time >= 0 ? g.first_scheduled_time : now) - g.arrival_time);
+  }
 }
 
 void EngineImpl::finish(Sequence* s, FinishReason reason, StreamDelta delta) {
@@ -249,10 +259,17 @@ void EngineImpl::finish(Sequence* s, FinishReason reason, StreamDelta delta) {
 void EngineImpl::reap() {
   const double now = now_seconds();
   std::vector<std::pair<Sequence*, bool>> dead;  // (seq, timed out)
+  std::vector<Sequence*> shed;                   // not scheduled within its class's max queue time
   sched_.for_each([&](Sequence* s) {
     if (s->stream->aborted()) dead.emplace_back(s, false);
     else if (s->deadline > 0 && now > s->deadline) dead.emplace_back(s, true);
+    else if (queue_expired(*s, now)) shed.push_back(s);
   });
+  for (Sequence* s : shed) {
+    StreamDelta d;
+    d.error = "server_overloaded: the request waited longer than its class's maximum queue time";
+    finish(s, FinishReason::Error, std::move(d));
+  }
   for (auto [s, timed_out] : dead) {
     if (sched_.find_awaiting(s->id, s->choice_index) == s) {
       // A transfer is writing its blocks: cancel it; the sequence ends when it reports.
@@ -269,6 +286,12 @@ void EngineImpl::reap() {
     }
     finish(s, timed_out ? FinishReason::Error : FinishReason::Abort, std::move(d));
   }
+}
+
+bool EngineImpl::queue_expired(Sequence& s, double now) {
+  // Only a sequence never scheduled and not holding blocks for a remote prefill.
+  return s.queue_deadline > 0 && now >= s.queue_deadline && s.group->first_scheduled_time < 0 && s.choice_index == 0 &&
+         s.kv.num_blocks() == 0 && sched_.find_awaiting(s.id, s.choice_index) != &s;
 }
 
 bool EngineImpl::process_token(Sequence& s, int32_t token, std::optional<TokenLogprob> logprob) {
@@ -388,7 +411,9 @@ bool EngineImpl::step() {
   if (std::any_of(plan.begin(), plan.end(), [](const ScheduledSeq& p) { return p.seq->kv_sink != nullptr; }))
     batch.after_layer = [&](int layer) { emit_sink_blocks(plan, layer); };
   const int n_vocab = model_->config().n_vocab;
+  const double forward_start = now_seconds();
   const float* logits = model_->forward(batch, kv_.layers());  // the model's workspace, valid this step
+  sched_.observe_step(batch.n_tokens(), now_seconds() - forward_start);  // sizes chunks under TPOT targets
 
   size_t row = 0;
   mass_at = 0;
@@ -432,6 +457,7 @@ std::optional<std::chrono::steady_clock::time_point> EngineImpl::next_deadline()
   sched_.for_each([&](Sequence* s) {
     // A timed-out sequence awaiting remote KV ends when its cancelled transfer reports.
     if (s->deadline > 0 && !s->cancel_sent && (nearest == 0 || s->deadline < nearest)) nearest = s->deadline;
+    if (queue_expired(*s, s->queue_deadline) && (nearest == 0 || s->queue_deadline < nearest)) nearest = s->queue_deadline;
   });
   if (nearest == 0) return std::nullopt;
   using namespace std::chrono;

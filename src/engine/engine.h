@@ -68,6 +68,12 @@ struct RequestOptions {
   int n = 1;               // choices; they share the prompt's KV blocks
   int priority = 0;        // lower is served first under --scheduling-policy priority
   std::string cache_salt;  // separates prefix-cache namespaces (e.g. per tenant)
+  /// Decode SLO class (gateway/slo_class.h: 0 high, 1 medium, 2 low; -1 none) and its
+  /// targets in seconds (0 = none). A classed request is scheduled by class, then by
+  /// deadline (arrival + ttft target); see Scheduler. `max_queue_s` > 0: a request not
+  /// scheduled within it ends with an Error whose message starts with "server_overloaded".
+  int slo_class = -1;
+  double ttft_target_s = 0, tpot_target_s = 0, max_queue_s = 0;
   /// A resumed stream: prompt = original prompt + tokens already generated elsewhere;
   /// tokens at positions >= original_prompt_len are computed as generated tokens, so the
   /// continuation is bit-identical to the interrupted one, and a seeded sampled stream

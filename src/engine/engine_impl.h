@@ -102,6 +102,9 @@ class EngineImpl final : public Engine {
   /// When the engine thread must wake without an event: the nearest request deadline
   /// (--request-timeout) of a sequence not already being ended; nullopt when none.
   std::optional<std::chrono::steady_clock::time_point> next_deadline();
+  /// True when `s` (waiting, never scheduled) has passed its queue deadline at `now`
+  /// (now = its queue_deadline: whether it has one that can still expire).
+  bool queue_expired(Sequence& s, double now);
   void admit_inbox();
   void reap();
   /// Creates choices 1..n-1 of `parent`'s request, sharing its prompt blocks, and gives

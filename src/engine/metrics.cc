@@ -37,6 +37,11 @@ void EngineMetrics::record_request(const std::string& finished_reason, double qu
   e2e_.observe(e2e_s);
 }
 
+void EngineMetrics::record_class_queue(const std::string& slo_class, double queue_s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  class_queue_.try_emplace(slo_class, kE2eBounds).first->second.observe(queue_s);
+}
+
 void EngineMetrics::add_prefix_query(int64_t queried_tokens, int64_t hit_tokens) {
   std::lock_guard<std::mutex> lk(mu_);
   prefix_queries_ += queried_tokens;
@@ -67,6 +72,7 @@ void EngineMetrics::fill(MetricsSnapshot& out) const {
   out.tpot = tpot_;
   out.e2e = e2e_;
   out.queue_time = queue_;
+  out.queue_time_by_class = class_queue_;
 }
 
 void TransferMetrics::add_bytes(const std::string& codec, int64_t bytes) {

@@ -43,6 +43,8 @@ struct MetricsSnapshot {
   int64_t prompt_tokens = 0, generation_tokens = 0;
   std::map<std::string, int64_t> request_success;  // by finished_reason
   Histogram ttft, tpot, e2e, queue_time;
+  /// Queue time (arrival to first scheduled) of classed requests, by SLO class name.
+  std::map<std::string, Histogram> queue_time_by_class;
   // Disaggregation (present on workers; zero on a monolithic server).
   bool has_transfer = false;
   std::map<std::string, int64_t> kv_transfer_bytes;     // by codec
@@ -69,6 +71,8 @@ class EngineMetrics {
   void add_prefix_query(int64_t queried_tokens, int64_t hit_tokens);
   /// One verification: `proposed` draft tokens, the first `accepted` of them matched.
   void record_spec(int proposed, int accepted);
+  /// The queue time of one finished request of SLO class `slo_class` ("high", ...).
+  void record_class_queue(const std::string& slo_class, double queue_s);
   /// Copies the request-level part into `out`.
   void fill(MetricsSnapshot& out) const;
 
@@ -80,6 +84,7 @@ class EngineMetrics {
   int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;
   std::vector<int64_t> spec_per_pos_;
   Histogram ttft_, tpot_, e2e_, queue_;
+  std::map<std::string, Histogram> class_queue_;
 };
 
 }  // namespace pdserve::engine

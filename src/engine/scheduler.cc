@@ -5,12 +5,20 @@
 namespace pdserve::engine {
 
 bool Scheduler::before(const Sequence& a, const Sequence& b) const {
+  if (classes_seen_) {
+    if (class_rank(a) != class_rank(b)) return class_rank(a) < class_rank(b);
+    if (edf_key(a) != edf_key(b)) return edf_key(a) < edf_key(b);
+  }
   if (cfg_.policy == SchedulingPolicy::kPriority && a.priority != b.priority) return a.priority < b.priority;
   if (a.arrival_time != b.arrival_time) return a.arrival_time < b.arrival_time;
   return a.id < b.id;
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  if (seq->slo_class >= 0 && !classes_seen_) {
+    classes_seen_ = true;
+    std::stable_sort(waiting_.begin(), waiting_.end(), [&](const auto& a, const auto& b) { return before(*a, *b); });
+  }
   auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
                               [&](const auto& a, const auto& b) { return before(*a, *b); });
   waiting_.insert(pos, std::move(seq));
@@ -61,6 +69,7 @@ int Scheduler::chunk(const Sequence& s, int budget) const {
   if (s.kv_budget > 0)  // token eviction: the prompt in chunks, then one token per step
     n = std::min(n, s.num_computed < s.role_prompt_len ? s.role_prompt_len - s.num_computed : 1);
   if (cfg_.long_prefill_threshold > 0 && n > 1) n = std::min(n, cfg_.long_prefill_threshold);
+  if (chunk_cap_ > 0 && n > 1) n = std::min(n, chunk_cap_);
   return n;
 }
 
@@ -73,6 +82,53 @@ int Scheduler::draft_slots(Sequence& s, int budget) const {
   }
   s.spec_want = std::max(0, d);
   return s.spec_want;
+}
+
+void Scheduler::observe_step(int tokens, double seconds) {
+  if (tokens <= 0 || seconds <= 0) return;
+  const double per_token = seconds / tokens;
+  step_s_per_token_ = step_s_per_token_ == 0 ? per_token : 0.8 * step_s_per_token_ + 0.2 * per_token;
+}
+
+int Scheduler::tpot_chunk_cap() const {
+  if (!classes_seen_ || step_s_per_token_ <= 0) return 0;
+  double tightest = 0;
+  int decodes = 0;
+  for (const auto& s : running_) {
+    if (s->num_uncomputed() != 1) continue;
+    ++decodes;
+    if (s->tpot_target > 0 && (tightest == 0 || s->tpot_target < tightest)) tightest = s->tpot_target;
+  }
+  if (tightest == 0) return 0;
+  // Tokens a step can hold within the target, less this step's decodes; at least one
+  // block, so a prefill always progresses.
+  const int fit = static_cast<int>(tightest / step_s_per_token_) - decodes;
+  return std::max(fit, kv_.block_size());
+}
+
+bool Scheduler::make_room(const Sequence& s, Shortage what, std::vector<ScheduledSeq>& plan, int& budget) {
+  if (s.slo_class < 0) return false;
+  if (what == Shortage::kBudget) {
+    auto worst = plan.end();
+    for (auto it = plan.begin(); it != plan.end(); ++it)
+      if (class_rank(*it->seq) > class_rank(s) && (worst == plan.end() || before(*worst->seq, *it->seq))) worst = it;
+    if (worst == plan.end()) return false;
+    budget += worst->n_tokens;
+    plan.erase(worst);
+    return true;
+  }
+  auto victim = running_.end();
+  for (auto it = running_.begin(); it != running_.end(); ++it)
+    if (class_rank(**it) > class_rank(s) && (victim == running_.end() || before(**victim, **it))) victim = it;
+  if (victim == running_.end()) return false;
+  for (auto p = plan.begin(); p != plan.end(); ++p)
+    if (p->seq == victim->get()) {
+      budget += p->n_tokens;
+      plan.erase(p);
+      break;
+    }
+  preempt(victim);
+  return true;
 }
 
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
@@ -117,6 +173,7 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   std::vector<ScheduledSeq> plan;
   int budget = cfg_.max_batched_tokens;
   reserved_copies_ = 0;
+  chunk_cap_ = tpot_chunk_cap();
 
   std::vector<Sequence*> order;
   for (auto& s : running_) order.push_back(s.get());
@@ -136,12 +193,23 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     }
   }
 
-  while (budget > 0 && !waiting_.empty() &&
-         static_cast<int>(running_.size() + awaiting_.size()) < cfg_.max_seqs) {
+  while (!waiting_.empty()) {
     Sequence& s = *waiting_.front();
+    // A classed sequence takes what it lacks from lower classes (make_room); without
+    // classes these are the plain limits.
+    if (static_cast<int>(running_.size() + awaiting_.size()) >= cfg_.max_seqs) {
+      if (make_room(s, Shortage::kSeats, plan, budget)) continue;
+      break;
+    }
+    while (chunk(s, budget) < chunk(s, cfg_.max_batched_tokens) && make_room(s, Shortage::kBudget, plan, budget)) {
+    }
+    if (budget <= 0) break;
     int n = 0;
     const Admit a = admit(s, budget, n);
-    if (a == Admit::kNoRoom) break;
+    if (a == Admit::kNoRoom) {
+      if (make_room(s, Shortage::kKv, plan, budget)) continue;
+      break;
+    }
     if (a == Admit::kLoading) {
       loading_.push_back(std::move(waiting_.front()));
       waiting_.pop_front();

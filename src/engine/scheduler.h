@@ -108,6 +108,10 @@ class Scheduler {
   int64_t prefix_queries() const { return prefix_queries_; }
   int64_t prefix_hits() const { return prefix_hits_; }
 
+  /// After a forward pass of `tokens` tokens that took `seconds`: updates the measured
+  /// cost per token that sizes prefill chunks under TPOT targets (see tpot_chunk_cap).
+  void observe_step(int tokens, double seconds);
+
  private:
   bool before(const Sequence& a, const Sequence& b) const;  // scheduling order
   bool ensure_blocks(Sequence& s, int n_tokens, const std::vector<ScheduledSeq>& plan);
@@ -124,6 +128,23 @@ class Scheduler {
   void free_blocks(Sequence& s);
   void preempt(std::list<std::unique_ptr<Sequence>>::iterator it);
 
+  // ---- SLO classes (Sequence::slo_class >= 0). Without classed sequences none of this
+  // changes the order or the plan. Once one arrives the order is: class (unclassed =
+  // medium), then earliest deadline (arrival + TTFT target; unclassed: arrival), then
+  // the classless order.
+  int class_rank(const Sequence& s) const { return s.slo_class < 0 ? 1 : s.slo_class; }
+  double edf_key(const Sequence& s) const { return s.slo_deadline > 0 ? s.slo_deadline : s.arrival_time; }
+  /// For waiting `s`: frees what it lacks at the expense of lower-class running sequences.
+  /// kBudget: drops the worst lower-class entry from `plan` (that sequence skips a step,
+  /// keeping its blocks) and gives its tokens back to `budget`. kSeats / kKv: preempts the
+  /// worst lower-class running sequence (recomputed later, in its place in line). False
+  /// when no lower-class sequence is left to take from.
+  enum class Shortage { kBudget, kSeats, kKv };
+  bool make_room(const Sequence& s, Shortage what, std::vector<ScheduledSeq>& plan, int& budget);
+  /// The most prompt tokens one prefill chunk may have so that a step stays within the
+  /// tightest TPOT target of the running decodes (measured cost per token); 0 = no cap.
+  int tpot_chunk_cap() const;
+
   SchedulerConfig cfg_;
   kv::KvCacheManager& kv_;
   std::list<std::unique_ptr<Sequence>> running_;
@@ -136,6 +157,9 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int reserved_copies_ = 0;  // this step's token-eviction copy-on-write blocks (eviction_copies)
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  bool classes_seen_ = false;      // a classed sequence was added: class order in force
+  double step_s_per_token_ = 0;    // measured forward cost (EWMA), 0 = not measured yet
+  int chunk_cap_ = 0;              // this step's tpot_chunk_cap()
 };
 
 }  // namespace pdserve::engine

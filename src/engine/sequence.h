@@ -28,6 +28,7 @@ struct RequestGroup {
   double first_scheduled_time = -1;
   double first_token_time = -1;
   int prompt_len = 0;
+  int slo_class = -1;                     // RequestOptions::slo_class (per-class queue-time metric)
   int64_t generated = 0;                  // over all choices
   FinishReason first_choice_finish = FinishReason::None;
   int first_choice_tokens = 0;
@@ -66,6 +67,10 @@ struct Sequence {
     c->matcher = matcher;
     c->grammar_state = matcher ? matcher->initial_state() : 0;
     c->kv_budget = kv_budget;
+    c->slo_class = slo_class;
+    c->slo_deadline = slo_deadline;
+    c->tpot_target = tpot_target;
+    c->queue_deadline = queue_deadline;
     return c;
   }
 
@@ -86,6 +91,11 @@ struct Sequence {
   OutputProcessor output;     // generated tokens ▸ stream deltas
   int num_preemptions = 0;
   int kv_budget = 0;          // KV entries kept (token eviction, kv/token_eviction.h); 0 = all
+  // SLO class (RequestOptions::slo_class; -1 none), its first-token deadline (EDF key,
+  // seconds on now_seconds()'s clock; 0 none), TPOT target (s; 0 none) and the time by
+  // which it must first be scheduled (0 none).
+  int slo_class = -1;
+  double slo_deadline = 0, tpot_target = 0, queue_deadline = 0;
 
   // Structured output: the request's grammar (shared) and this choice's state in it,
   // advanced by every token appended (null: unconstrained).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/clock.h"
 
 namespace pdserve::server {
 
@@ -160,6 +161,15 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
   opts.n = req.n;
   opts.priority = req.priority;
   opts.cache_salt = req.cache_salt;
+  if (lease_) {
+    opts.cache_salt = lease_->cache_salt(req.cache_salt);
+    opts.slo_class = static_cast<int>(lease_->slo_class());
+    if (opts.slo_class >= 0) {
+      opts.ttft_target_s = lease_->policy().ttft_s;
+      opts.tpot_target_s = lease_->policy().tpot_s;
+      opts.max_queue_s = lease_->policy().max_queue_s;
+    }
+  }
   opts.kv_budget = req.kv_budget;
   if (req.kv_budget > 0)
     if (std::string why = engine.kv_budget_error(req.kv_budget); !why.empty()) return bad_request(why, "kv_budget");
@@ -189,7 +199,11 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
 void ChoiceStreams::record(Slot& s, const engine::StreamDelta& d) {
   if (d.prompt_tokens > 0) s.prompt_tokens = d.prompt_tokens;
   if (d.cached_tokens > 0) s.cached_tokens = d.cached_tokens;
-  if (d.completion_tokens > s.completion_tokens) s.completion_tokens = d.completion_tokens;
+  if (d.completion_tokens > s.completion_tokens) {
+    completion_total_ += d.completion_tokens - s.completion_tokens;
+    s.completion_tokens = d.completion_tokens;
+    if (lease_) lease_->on_tokens(completion_total_, now_seconds());
+  }
   if (d.finish != engine::FinishReason::None && !s.finished) {
     s.finished = true;
     --unfinished_;

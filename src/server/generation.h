@@ -12,6 +12,7 @@
 #include "base/auto_reset_event.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
+#include "gateway/gateway.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
@@ -74,7 +75,10 @@ class PromptEncoder {
 class ChoiceStreams {
  public:
   ChoiceStreams() = default;
-  ~ChoiceStreams() { abort_all(); }
+  ~ChoiceStreams() {
+    abort_all();
+    if (lease_) lease_->finish(usage().prompt_tokens + usage().completion_tokens);
+  }
   ChoiceStreams(const ChoiceStreams&) = delete;
   ChoiceStreams& operator=(const ChoiceStreams&) = delete;
 
@@ -82,6 +86,10 @@ class ChoiceStreams {
   /// an engine error, aborts what was already submitted and returns a 400 error.
   std::optional<ApiError> submit(engine::Engine& engine, const GenerationRequest& req,
                                  const std::vector<std::vector<int32_t>>& prompts);
+  /// The gateway's hold on this request (may be null): submit() takes its class and
+  /// cache namespace, tokens are reported to it, and it ends with these streams.
+  void set_lease(std::shared_ptr<gateway::RequestLease> lease) { lease_ = std::move(lease); }
+  const gateway::RequestLease* lease() const { return lease_.get(); }
 
   struct Event {
     int choice = 0;
@@ -114,6 +122,8 @@ class ChoiceStreams {
   std::shared_ptr<AutoResetEvent> ready_ = std::make_shared<AutoResetEvent>();  // raised by every push
   int unfinished_ = 0;
   size_t cursor_ = 0;
+  int completion_total_ = 0;  // over all choices, for the lease
+  std::shared_ptr<gateway::RequestLease> lease_;
 };
 
 }  // namespace pdserve::server

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "server/gateway_http.h"
 #include "server/http_connections.h"
 #include "server/http_util.h"
 #include "server/sse.h"
@@ -31,11 +32,12 @@ GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
                                      const std::atomic<bool>* stopping, RequestLimits limits,
                                      std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja,
-                                     std::time_t template_now)
+                                     std::time_t template_now, gateway::Gateway* gateway)
     : engine_(engine),
       encoder_(engine.tokenizer(), chat_template, std::move(jinja), template_now),
       stopping_(stopping),
-      limits_(limits) {}
+      limits_(limits),
+      gateway_(gateway) {}
 
 void GenerationHandler::apply_template(const std::string& body, httplib::Response& res) const {
   if (auto err = check_json_depth(body, limits_.max_json_depth)) {
@@ -50,6 +52,29 @@ void GenerationHandler::apply_template(const std::string& body, httplib::Respons
   const GenerationRequest& r = parsed.request;
   const std::string prompt = encoder_.render_chat_prompt(r, nullptr, nullptr, r.add_generation_prompt);
   send_json(res, 200, json{{"prompt", prompt}});
+}
+
+std::optional<ApiError> GenerationHandler::admit(const GenerationRequest& r,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 const httplib::Request& req, httplib::Response& res,
+                                                 std::shared_ptr<gateway::RequestLease>& lease) const {
+  auto who = gateway_->authenticate(req.get_header_value("Authorization"));
+  if (!who.ok()) return unauthorized(who.status().message());
+  std::optional<gateway::SloClass> cls;
+  if (!r.slo_class.empty()) cls = gateway::parse_slo_class(r.slo_class);
+  // The token estimate: every prompt plus the most each of its n choices may generate.
+  double tokens = 0;
+  for (const auto& p : prompts) {
+    const int64_t gen = r.params.max_tokens > 0 ? r.params.max_tokens
+                                                 : std::max<int64_t>(0, engine_.context_length() - static_cast<int64_t>(p.size()));
+    tokens += static_cast<double>(p.size()) + static_cast<double>(r.n) * static_cast<double>(gen);
+  }
+  gateway::RateLimitState state;
+  auto out = gateway_->admit(who.value(), r.model.empty() ? engine_.model_name() : r.model, cls, tokens, &state);
+  set_rate_limit_headers(res, state);
+  if (auto* refusal = std::get_if<gateway::Refusal>(&out)) return refusal_error(*refusal, res);
+  lease = std::get<std::shared_ptr<gateway::RequestLease>>(std::move(out));
+  return std::nullopt;
 }
 
 ResponseMeta GenerationHandler::new_meta(Endpoint endpoint) const {
@@ -97,7 +122,15 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, *err);
     return;
   }
+  std::shared_ptr<gateway::RequestLease> lease;
+  if (gateway_) {
+    if (auto err = admit(r, prompts, req, res, lease)) {
+      send_error(res, *err);
+      return;
+    }
+  }
   auto streams = std::make_unique<ChoiceStreams>();
+  streams->set_lease(std::move(lease));
   if (auto err = streams->submit(engine_, r, prompts)) {
     send_error(res, *err);
     return;
@@ -156,6 +189,11 @@ bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget)
 }
 
 std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) const {
+  if (f.error.rfind("server_overloaded", 0) == 0) {  // shed: past its class's maximum queue time
+    if (gateway_) gateway_->count_refusal("queue_timeout");
+    const ApiError e = overloaded("The server is overloaded: " + f.error.substr(f.error.find(':') + 2) + ". Please retry later.");
+    return {e.status, e.body()};
+  }
   if (!f.error.empty()) {
     PDS_LOG_ERROR("generation failed: {}", f.error);
     const ApiError e = server_error(f.error);
@@ -184,8 +222,14 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
   f->streams = std::move(streams);
   f->choices.resize(static_cast<size_t>(f->streams->size()));
   for (size_t i = 0; i < f->choices.size(); ++i) f->choices[i].index = static_cast<int>(i);
-  if (collect(*f, kHeartbeatAfter)) {
+  // A class with a maximum queue time: its 503 must come as a status, so the 200 and the
+  // heartbeats wait until that time has passed.
+  auto first_wait = kHeartbeatAfter;
+  if (const gateway::RequestLease* l = f->streams->lease(); l && l->policy().max_queue_s > 0)
+    first_wait = std::max(first_wait, std::chrono::milliseconds(static_cast<int64_t>(l->policy().max_queue_s * 1000) + 500));
+  if (collect(*f, first_wait)) {
     auto [status, body] = full_response(*f);
+    if (status == 503 && f->error.rfind("server_overloaded", 0) == 0) res.set_header("Retry-After", "1");
     res.status = status;
     res.set_content(body, "application/json");
     return;

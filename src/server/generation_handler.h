@@ -18,10 +18,11 @@ class GenerationHandler {
  public:
   /// `stopping` (may be null) is set when the server shuts down; running requests are
   /// then aborted.
+  /// `gateway` (may be null: no classes, limits or keys) admits each request.
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
                     const std::atomic<bool>* stopping, RequestLimits limits = {},
                     std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr,
-                    std::time_t template_now = 0);
+                    std::time_t template_now = 0, gateway::Gateway* gateway = nullptr);
 
   /// POST /apply-template: {messages, tools?, add_generation_prompt?} → {"prompt": text},
   /// the chat prompt as /v1/chat/completions would render it (llama.cpp's endpoint).
@@ -44,6 +45,11 @@ class GenerationHandler {
   std::pair<int, std::string> full_response(FullResult& f) const;
   void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
                       httplib::Response& res) const;
+  /// Authenticates and admits `r` at the gateway (rate limits, class, queue bound),
+  /// setting the x-ratelimit-* headers; the error to answer with, or null and `lease`.
+  std::optional<ApiError> admit(const GenerationRequest& r, const std::vector<std::vector<int32_t>>& prompts,
+                                const httplib::Request& req, httplib::Response& res,
+                                std::shared_ptr<gateway::RequestLease>& lease) const;
   ResponseMeta new_meta(Endpoint endpoint) const;
   PieceFn piece_fn() const;
 
@@ -51,6 +57,7 @@ class GenerationHandler {
   PromptEncoder encoder_;
   const std::atomic<bool>* stopping_;
   RequestLimits limits_;
+  gateway::Gateway* gateway_;
 };
 
 }  // namespace pdserve::server

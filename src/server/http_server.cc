@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/gateway_http.h"
 #include "server/generation_handler.h"
 #include "server/http_connections.h"
 #include "server/http_util.h"
@@ -62,6 +63,11 @@ std::mutex g_signal_mu;
 int g_signal_users = 0;
 struct sigaction g_old_int, g_old_term;
 
+std::atomic<int> g_hangups{0};  // SIGHUP: reload the auth file
+struct sigaction g_old_hup;
+
+extern "C" void on_hangup_signal(int) { g_hangups.fetch_add(1); }
+
 extern "C" void on_stop_signal(int sig) {
   g_last_signal.store(sig);
   g_signals.fetch_add(1);
@@ -76,6 +82,8 @@ void install_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &g_old_int);
   sigaction(SIGTERM, &sa, &g_old_term);
+  sa.sa_handler = on_hangup_signal;
+  sigaction(SIGHUP, &sa, &g_old_hup);
   // A client that disconnects mid-write must give EPIPE, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -85,6 +93,7 @@ void restore_signal_handlers() {
   if (--g_signal_users > 0) return;
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGHUP, &g_old_hup, nullptr);
 }
 
 /// Allowed method of a known path (for 405), or nullptr for unknown paths.
@@ -115,7 +124,8 @@ struct HttpServer::Impl {
         created(unix_seconds()),
         chat_template(detect_template(template_source(e, cfg))),
         jinja(load_jinja(e, cfg)),
-        generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now),
+        gw(cfg.gateway ? cfg.gateway : std::make_shared<gateway::Gateway>()),
+        generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now, gw.get()),
         svr(connection_limits(cfg)) {
     setup_routes();
   }
@@ -162,6 +172,16 @@ struct HttpServer::Impl {
   void setup_routes();
   void setup_api_routes();  // /v1/*, CORS preflight
   void watch(std::atomic<bool>& listen_done, int signals_at_start);
+  /// SIGHUP: re-reads --auth-file; a bad file keeps the one in force (logged with its line).
+  void reload_auth() {
+    if (gw->open()) {
+      PDS_LOG_INFO("SIGHUP: no --auth-file to reload");
+      return;
+    }
+    const Status s = gw->reload();
+    if (s.ok()) PDS_LOG_INFO("SIGHUP: auth file reloaded ({} keys)", gw->config()->keys.size());
+    else PDS_LOG_ERROR("SIGHUP: auth file not reloaded, keeping the previous one: {}", s.message());
+  }
 
   engine::Engine& engine;
   ServerConfig cfg;
@@ -173,6 +193,7 @@ struct HttpServer::Impl {
   std::atomic<bool> stop_requested{false};  // stop() was called
   std::atomic<bool> running{false};
   std::atomic<int> bound_port{0};
+  std::shared_ptr<gateway::Gateway> gw;
   GenerationHandler generation;
   GuardedServer svr;
 };
@@ -209,6 +230,16 @@ void HttpServer::Impl::setup_routes() {
       send_error(res, *err);
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (!gw->open()) {
+      auto who = gw->authenticate(req.get_header_value("Authorization"));
+      if (!who.ok()) {
+        send_error(res, unauthorized(who.status().message()));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // Generation requests set these when admitted (rate limits debited).
+      if (req.path != "/v1/completions" && req.path != "/v1/chat/completions")
+        set_rate_limit_headers(res, gw->peek(who.value()));
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
@@ -218,7 +249,8 @@ void HttpServer::Impl::setup_routes() {
     send_json(res, down || !not_ready.empty() ? 503 : 200, health_json(engine.stats(), down, not_ready));
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus_text(engine.metrics(), engine.model_name()), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(prometheus_text(engine.metrics(), engine.model_name()) + gw->metrics_text(),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   // A worker's metrics port: every other path answers 404 (the error handler below).
   if (!cfg.metrics_only) setup_api_routes();
@@ -309,7 +341,12 @@ void HttpServer::Impl::setup_api_routes() {
 
 void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_start) {
   bool stop_sent = false;
+  int hangups_seen = g_hangups.load();
   while (!listen_done.load()) {
+    if (const int h = g_hangups.load(); h != hangups_seen) {
+      hangups_seen = h;
+      reload_auth();
+    }
     const int signals = g_signals.load() - signals_at_start;
     if (signals >= 2) {
       PDS_LOG_WARN("second stop signal: exiting now");

@@ -112,6 +112,10 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
   w.histogram("pdserve_time_per_output_token_seconds", "Mean time between output tokens of a request.", m.tpot);
   w.histogram("pdserve_e2e_request_latency_seconds", "Time from arrival to the last token.", m.e2e);
   w.histogram("pdserve_request_queue_time_seconds", "Time from arrival to first being scheduled.", m.queue_time);
+  if (!m.queue_time_by_class.empty()) {
+    w.header("pdserve_class_queue_time_seconds", "histogram", "Time from arrival to first being scheduled, by SLO class.");
+    for (const auto& [cls, h] : m.queue_time_by_class) w.histogram_series("pdserve_class_queue_time_seconds", "slo_class=\"" + cls + "\"", h);
+  }
   if (m.has_transfer) {
     w.header("pdserve_kv_transfer_bytes_total", "counter", "KV bytes sent (prefill) or received (decode), as on the wire.");
     for (const char* codec : {"none", "zstd"}) {

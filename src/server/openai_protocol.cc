@@ -209,6 +209,14 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   std::optional<std::string> cache_salt;
   PDS_TRY(read_string(obj, "cache_salt", cache_salt));
   if (cache_salt) r.cache_salt = *cache_salt;
+  // Extension: decode SLO class (gateway/slo_class.h); the gateway checks the key allows it.
+  std::optional<std::string> slo_class;
+  PDS_TRY(read_string(obj, "slo_class", slo_class));
+  if (slo_class) {
+    if (*slo_class != "high" && *slo_class != "medium" && *slo_class != "low")
+      return value_error("slo_class", "one of 'high', 'medium', 'low'", obj["slo_class"]);
+    r.slo_class = *slo_class;
+  }
   // Extension: KV tokens kept per sequence (token eviction, --kv-budget); checked against
   // the engine's limits at submission.
   std::optional<int64_t> kv_budget;

@@ -43,6 +43,7 @@ struct GenerationRequest {
   int n = 1;                                     // choices per prompt
   int priority = 0;                              // lower is served first (--scheduling-policy priority)
   std::string cache_salt;                        // prefix-cache namespace
+  std::string slo_class;                         // "" | high | medium | low (extension; the API key must allow it)
   int kv_budget = 0;                             // KV tokens kept per sequence (0 = the server's --kv-budget)
   bool stream = false;
   bool include_usage = false;                    // stream_options.include_usage
