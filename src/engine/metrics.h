@@ -39,6 +39,8 @@ struct MetricsSnapshot {
   std::map<std::string, int64_t> kv_transfer_failures;  // by reason
   Histogram kv_transfer_seconds;
   int64_t remote_prefills = 0, local_prefills = 0, recompute_fallbacks = 0;
+  // The router's decode workers (address → 1 healthy, 0 not); empty elsewhere.
+  std::map<std::string, int> decode_workers;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

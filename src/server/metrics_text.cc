@@ -117,6 +117,11 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
     w.scalar("pdserve_kv_recompute_fallback_total", "counter", "Remote prefills that failed and were recomputed locally.",
              m.recompute_fallbacks);
   }
+  if (!m.decode_workers.empty()) {
+    w.header("pdserve_router_decode_worker_up", "gauge", "The router's decode workers: 1 healthy, 0 not (gone ones absent).");
+    for (const auto& [addr, up] : m.decode_workers)
+      w.labelled("pdserve_router_decode_worker_up", "address=\"" + escape_label(addr) + "\"", up);
+  }
   return w.str();
 }
 
