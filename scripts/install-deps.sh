@@ -12,6 +12,7 @@ PKGS=(
   # KV store tier (#13), discovery and multi-host tests (#16), planner (#15), fuzzers (#20)
   redis-server redis-tools libhiredis-dev etcd-server etcd-client
   iproute2 libglpk-dev clang libclang-rt-14-dev
+  python3-yaml
 
 )
 

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "cli/choice_option.h"
 #include "cli/commands.h"
+#include "disagg/discovery_url.h"
 #include "disagg/router_engine.h"
 #include "disagg/worker_client.h"
 #include "server/http_server.h"
@@ -17,7 +18,9 @@ void add_router_command(CLI::App& app, RouterArgs& a) {
   cmd->add_option("--model,-m", a.model, "GGUF file of the served model (only its vocabulary is loaded)")->required();
   cmd->add_option("--model-name", a.model_name, "model id for /v1/models (default: the workers' name)");
   add_http_options(*cmd, a.http);
-  cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC)")->required();
+  cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC; or --discovery)");
+  cmd->add_option("--discovery", a.discovery, "find decode workers: etcd://HOST:PORT[/PREFIX] or dns://NAME:PORT");
+  add_grpc_tuning_options(*cmd, a.grpc);
   cmd->add_option("--decode-long", a.decode_long, "decode workers for long prompts (policy length)");
   cmd->add_option("--prefill", a.prefill, "prefill workers (informational: decode workers own their prefill list)");
   add_choice_option(*cmd, "--policy", a.policy, routing_choices(), "routing policy", "least_load");
@@ -46,6 +49,17 @@ int run_router(const RouterArgs& a) {
       out->insert(out->end(), parsed.value().begin(), parsed.value().end());
     }
   }
+  auto disc = disagg::parse_discovery_url(a.discovery);
+  if (!disc.ok()) {
+    std::fprintf(stderr, "error: %s\n", disc.error().c_str());
+    return 2;
+  }
+  if (disc.value().kind == disagg::DiscoveryUrl::Kind::None && cfg.decode.empty() && cfg.decode_long.empty()) {
+    std::fprintf(stderr, "error: the router needs --decode or --discovery\n");
+    return 2;
+  }
+  cfg.discovery = disc.value();
+  disagg::set_grpc_tuning(a.grpc);
   cfg.policy.kind = a.policy;
   cfg.policy.long_prompt_threshold = a.long_prompt_threshold;
   cfg.policy.prefix_blocks = a.prefix_blocks;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loadgen/bench.h"
+#include "disagg/grpc_options.h"
 #include "disagg/routing_policy.h"
 #include "engine/engine.h"
 
@@ -114,7 +115,12 @@ struct RouterArgs {
   int prefix_blocks = 2, block_size = 16;
   int health_interval_ms = 500;
   int max_attempts = 0;
+  std::string discovery;       // --discovery etcd://HOST:PORT[/PREFIX] | dns://NAME:PORT
+  disagg::GrpcTuning grpc;     // --grpc-* link settings
 };
+/// The --grpc-keepalive-ms, --grpc-keepalive-timeout-ms, --grpc-stream-window and
+/// --grpc-bdp-probe flags (cmd_workers.cc).
+void add_grpc_tuning_options(CLI::App& cmd, disagg::GrpcTuning& t);
 void add_router_command(CLI::App& app, RouterArgs& a);
 int run_router(const RouterArgs& a);
 

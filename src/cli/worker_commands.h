@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "disagg/faults.h"
+#include "disagg/grpc_options.h"
 #include "engine/engine.h"
 
 namespace pdserve::cli {
@@ -15,6 +16,11 @@ struct WorkerArgs {
   std::string host = "127.0.0.1";
   int port = 0;             // gRPC
   int metrics_port = 0;     // HTTP: /metrics, /health (and the OpenAI API) when set
+  std::string discovery;    // --discovery etcd://HOST:PORT[/PREFIX] | dns://NAME:PORT
+  int discovery_ttl = 5;    // --discovery-ttl: etcd lease seconds
+  std::string advertise;    // --advertise-address HOST:PORT registered (default host:port)
+  double drain_timeout = 30;  // --drain-timeout: SIGTERM ⇒ finish calls for at most this long
+  disagg::GrpcTuning grpc;
   // prefill
   disagg::FaultConfig faults;
   // decode

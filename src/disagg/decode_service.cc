@@ -32,6 +32,8 @@ void abort_and_drain(engine::RequestStream& stream) {
 
 grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
                                          grpc::ServerWriter<GenerateResponse>* writer) {
+  DrainState::Call call(drain_);
+  if (drain_ && drain_->draining()) return {grpc::StatusCode::UNAVAILABLE, "the decode worker is draining"};
   std::vector<int32_t> prompt(req->prompt_tokens().begin(), req->prompt_tokens().end());
   const int prompt_len = static_cast<int>(prompt.size());
   engine::RequestOptions opts;
@@ -80,6 +82,7 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
 
 grpc::Status DecodeServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* resp) {
   fill_health(engine_, "decode", resp);
+  resp->set_draining(drain_ && drain_->draining());
   return grpc::Status::OK;
 }
 

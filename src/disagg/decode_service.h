@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "disagg/drain.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "engine/engine.h"
 
@@ -19,7 +20,9 @@ namespace pdserve::disagg {
 /// request is aborted before the call returns.
 class DecodeServiceImpl final : public DecodeService::Service {
  public:
-  explicit DecodeServiceImpl(engine::Engine& engine) : engine_(engine) {}
+  /// `drain` (optional, outlives the service): while draining, Generate is refused with
+  /// UNAVAILABLE and Health reports draining.
+  explicit DecodeServiceImpl(engine::Engine& engine, DrainState* drain = nullptr) : engine_(engine), drain_(drain) {}
 
   grpc::Status Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
                         grpc::ServerWriter<GenerateResponse>* writer) override;
@@ -30,6 +33,7 @@ class DecodeServiceImpl final : public DecodeService::Service {
 
  private:
   engine::Engine& engine_;
+  DrainState* drain_;
 };
 
 }  // namespace pdserve::disagg

@@ -1,5 +1,6 @@
 #include "disagg/prefill_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/clock.h"
@@ -35,14 +36,48 @@ struct GrpcKvSource::Attempt {
 
 GrpcKvSource::GrpcKvSource(KvSourceConfig cfg, std::shared_ptr<engine::TransferMetrics> metrics)
     : cfg_(std::move(cfg)), metrics_(std::move(metrics)) {
-  for (const auto& a : cfg_.prefill_addrs) {
-    auto w = std::make_unique<Worker>();
-    w->addr = a;
-    w->stub = PrefillService::NewStub(make_channel(a));
-    workers_.push_back(std::move(w));
-  }
-  for (auto& w : workers_) check_health(*w);
+  for (const auto& a : cfg_.prefill_addrs) add_worker(a, false);
+  for (Worker* w : live_workers()) check_health(*w);
   health_ = std::thread([this] { health_loop(); });
+}
+
+void GrpcKvSource::add_worker(const std::string& addr, bool discovered) {
+  auto w = std::make_unique<Worker>();
+  w->addr = addr;
+  w->stub = PrefillService::NewStub(make_channel(addr));
+  w->discovered = discovered;
+  w->codec = cfg_.codec == "auto" ? (is_loopback_address(addr) ? "none" : "zstd") : cfg_.codec;
+  std::lock_guard<std::mutex> lk(workers_mu_);
+  workers_.push_back(std::move(w));
+}
+
+std::vector<GrpcKvSource::Worker*> GrpcKvSource::live_workers() {
+  std::lock_guard<std::mutex> lk(workers_mu_);
+  std::vector<Worker*> out;
+  for (auto& w : workers_)
+    if (!w->removed) out.push_back(w.get());
+  return out;
+}
+
+void GrpcKvSource::set_peers(const std::vector<std::string>& addrs) {
+  std::vector<std::string> added;
+  {
+    std::lock_guard<std::mutex> lk(workers_mu_);
+    for (auto& w : workers_)
+      if (w->discovered) {
+        const bool listed = std::find(addrs.begin(), addrs.end(), w->addr) != addrs.end();
+        if (w->removed.exchange(!listed) != !listed)
+          PDS_LOG_INFO("prefill worker {} {}", w->addr, listed ? "joined again (discovery)" : "left (discovery)");
+        if (!listed) w->healthy = false;
+      }
+    for (const auto& a : addrs)
+      if (std::none_of(workers_.begin(), workers_.end(), [&](const auto& w) { return w->addr == a; })) added.push_back(a);
+  }
+  for (const auto& a : added) {
+    add_worker(a, true);
+    PDS_LOG_INFO("prefill worker {} joined (discovery)", a);
+  }
+  cv_.notify_all();  // check the new ones now
 }
 
 GrpcKvSource::~GrpcKvSource() {
@@ -61,8 +96,10 @@ void GrpcKvSource::check_health(Worker& w) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   HealthRequest req;
   HealthResponse res;
-  const bool ok = w.stub->Health(&ctx, req, &res).ok() && res.ok();
-  if (ok != w.healthy.load()) PDS_LOG_INFO("prefill worker {} is {}", w.addr, ok ? "healthy" : "unreachable");
+  const bool answered = w.stub->Health(&ctx, req, &res).ok() && res.ok();
+  const bool ok = answered && !res.draining() && !w.removed;
+  if (ok != w.healthy.load())
+    PDS_LOG_INFO("prefill worker {} is {}", w.addr, ok ? "healthy" : answered ? "draining" : "unreachable");
   w.healthy = ok;
 }
 
@@ -72,13 +109,13 @@ void GrpcKvSource::health_loop() {
     cv_.wait_for(lk, std::chrono::milliseconds(500));
     if (stop_) break;
     lk.unlock();
-    for (auto& w : workers_) check_health(*w);
+    for (Worker* w : live_workers()) check_health(*w);
     lk.lock();
   }
 }
 
 bool GrpcKvSource::available() {
-  for (auto& w : workers_)
+  for (Worker* w : live_workers())
     if (w->healthy) return true;
   return false;
 }
@@ -119,7 +156,7 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
   to_proto(task.params, req.mutable_params());
   req.set_num_cached_blocks(task.num_cached_blocks);
   *req.mutable_spec() = to_spec(layout);
-  req.set_codec(cfg_.codec);
+  req.set_codec(w.codec);
   req.set_zstd_level(cfg_.zstd_level);
   req.set_cache_salt(task.cache_salt);
 
@@ -203,10 +240,11 @@ void GrpcKvSource::run(engine::RemotePrefillTask task, engine::KvBlockAccess* bl
   result.seq_id = task.seq_id;
   const double t0 = now_seconds();
   std::string errors;
-  const size_t n = workers_.size();
+  const std::vector<Worker*> workers = live_workers();
+  const size_t n = workers.size();
   const size_t start = rr_++;
   for (size_t i = 0; i < n; ++i) {
-    Worker& w = *workers_[(start + i) % n];
+    Worker& w = *workers[(start + i) % n];
     if (!w.healthy) continue;
     Attempt a = attempt(w, task, *blocks);
     if (a.ok) {

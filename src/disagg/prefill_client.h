@@ -36,7 +36,7 @@ bool retry_on_other_prefill_worker(StatusCode code);
 
 struct KvSourceConfig {
   std::vector<std::string> prefill_addrs;  // host:port
-  std::string codec = "none";              // none | zstd
+  std::string codec = "none";              // none | zstd | auto (per link: none for loopback, else zstd)
   int zstd_level = 1;
   double transfer_timeout_s = 30;          // per attempt (--kv-transfer-timeout)
 };
@@ -47,6 +47,9 @@ class GrpcKvSource final : public engine::KvSource {
   ~GrpcKvSource() override;
 
   bool available() override;
+  /// The prefill workers found by discovery now (added to the static list; those no
+  /// longer listed get no new transfers). Thread-safe.
+  void set_peers(const std::vector<std::string>& addrs);
   void start(engine::RemotePrefillTask task, engine::KvBlockAccess& blocks,
              std::function<void(engine::RemotePrefillResult)> done) override;
   void cancel(int64_t seq_id) override;
@@ -56,7 +59,12 @@ class GrpcKvSource final : public engine::KvSource {
     std::string addr;
     std::unique_ptr<PrefillService::Stub> stub;
     std::atomic<bool> healthy{false};
+    bool discovered = false;
+    std::atomic<bool> removed{false};
+    std::string codec;  // the link's codec (auto resolved)
   };
+  std::vector<Worker*> live_workers();
+  void add_worker(const std::string& addr, bool discovered);
   struct Attempt;  // outcome of one Prefill call
   void health_loop();
   void check_health(Worker& w);
@@ -66,7 +74,8 @@ class GrpcKvSource final : public engine::KvSource {
 
   KvSourceConfig cfg_;
   std::shared_ptr<engine::TransferMetrics> metrics_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::mutex workers_mu_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // grows only (guarded by workers_mu_)
   std::atomic<size_t> rr_{0};
 
   std::mutex mu_;

@@ -90,11 +90,13 @@ std::string layout_mismatch(const KvSpec& spec, const engine::KvLayout& mine) {
 }
 
 PrefillServiceImpl::PrefillServiceImpl(engine::Engine& engine, FaultConfig faults,
-                                       std::shared_ptr<engine::TransferMetrics> metrics)
-    : engine_(engine), faults_(faults), metrics_(std::move(metrics)) {}
+                                       std::shared_ptr<engine::TransferMetrics> metrics, DrainState* drain)
+    : engine_(engine), faults_(faults), metrics_(std::move(metrics)), drain_(drain) {}
 
 grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const PrefillRequest* req,
                                          grpc::ServerWriter<PrefillResponse>* writer) {
+  DrainState::Call call(drain_);
+  if (drain_ && drain_->draining()) return {grpc::StatusCode::UNAVAILABLE, "the prefill worker is draining"};
   const engine::KvLayout layout = engine_.kv_layout();
   if (std::string why = layout_mismatch(req->spec(), layout); !why.empty())
     return {grpc::StatusCode::FAILED_PRECONDITION, "KV layout mismatch: " + why};
@@ -203,6 +205,7 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
 
 grpc::Status PrefillServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* res) {
   fill_health(engine_, "prefill", res);
+  res->set_draining(drain_ && drain_->draining());
   return grpc::Status::OK;
 }
 

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "disagg/drain.h"
 #include "disagg/faults.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "engine/engine.h"
@@ -16,7 +17,10 @@ namespace pdserve::disagg {
 
 class PrefillServiceImpl final : public PrefillService::Service {
  public:
-  PrefillServiceImpl(engine::Engine& engine, FaultConfig faults, std::shared_ptr<engine::TransferMetrics> metrics);
+  /// `drain` (optional, outlives the service): while draining, Prefill is refused with
+  /// UNAVAILABLE and Health reports draining.
+  PrefillServiceImpl(engine::Engine& engine, FaultConfig faults, std::shared_ptr<engine::TransferMetrics> metrics,
+                     DrainState* drain = nullptr);
 
   /// Errors: FAILED_PRECONDITION when the decode side's KV layout differs (named),
   /// INVALID_ARGUMENT for a prompt the engine refuses, UNAVAILABLE when the engine aborts.
@@ -29,6 +33,7 @@ class PrefillServiceImpl final : public PrefillService::Service {
   engine::Engine& engine_;
   FaultConfig faults_;
   std::shared_ptr<engine::TransferMetrics> metrics_;
+  DrainState* drain_;
 };
 
 /// Why a layout differs ("block_size 16 vs 32"), or "" when `spec` matches `mine`.

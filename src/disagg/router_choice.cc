@@ -183,6 +183,8 @@ void RoutedChoice::watch() {
   if (stopping()) {
   } else if (worker_ && worker_->consecutive_failures() >= failures_at_open_ + limits_.dead_after_failures) {
     why = "its decode worker stopped answering health checks";
+  } else if (worker_ && worker_->removed() && worker_->consecutive_failures() > failures_at_open_) {
+    why = "its decode worker left discovery and stopped answering";
   } else if (!accepted_ && std::chrono::steady_clock::now() - call_opened_ > limits_.accept_timeout) {
     why = "its decode worker did not answer Generate in time";
   } else {

@@ -26,7 +26,8 @@ struct RouterEngine::Group {
 };
 
 Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
-  if (cfg.decode.empty() && cfg.decode_long.empty()) return Status::InvalidArgument("the router needs at least one decode worker (--decode)");
+  if (cfg.decode.empty() && cfg.decode_long.empty() && cfg.discovery.kind == DiscoveryUrl::Kind::None)
+    return Status::InvalidArgument("the router needs at least one decode worker (--decode or --discovery)");
   auto file = gguf::GgufFile::open(cfg.model_path);
   if (!file.ok()) return file.status();
   auto tok = tokenizer::Tokenizer::from_gguf(*file.value());
@@ -41,10 +42,18 @@ Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
   const auto wait = cfg.startup_wait;
   auto router = std::make_unique<RouterEngine>(std::move(cfg), std::move(tok.value()), std::move(policy.value()));
   router->last_context_length_.store(gguf_ctx);
+  if (router->cfg_.discovery.kind != DiscoveryUrl::Kind::None) {
+    RouterEngine* r = router.get();
+    router->peers_ = std::make_unique<PeerWatcher>(router->cfg_.discovery, "decode", [r](const std::vector<PeerInfo>& peers) {
+      std::vector<std::string> addrs;
+      for (const auto& p : peers) addrs.push_back(p.address);
+      r->set_decode_peers(addrs);
+    });
+  }
   if (!router->wait_for_healthy_worker(wait))
     PDS_LOG_WARN("no decode worker answered within {} ms; serving anyway", wait.count());
   std::string worker_name;
-  for (const auto& w : router->workers_) {
+  for (WorkerClient* w : router->workers()) {
     const WorkerSnapshot s = w->snapshot();
     if (s.healthy && !s.model_name.empty()) {
       worker_name = s.model_name;
@@ -61,6 +70,7 @@ RouterEngine::RouterEngine(RouterConfig cfg, std::unique_ptr<tokenizer::Tokenize
     : cfg_(std::move(cfg)), tok_(std::move(tok)), policy_(std::move(policy)), model_name_(cfg_.model_name) {
   for (const auto& a : cfg_.decode) workers_.push_back(std::make_unique<WorkerClient>(a, false));
   for (const auto& a : cfg_.decode_long) workers_.push_back(std::make_unique<WorkerClient>(a, true));
+  configured_max_attempts_ = cfg_.limits.max_attempts;
   if (cfg_.limits.max_attempts <= 0) cfg_.limits.max_attempts = 2 * static_cast<int>(workers_.size()) + 2;
   std::vector<WorkerClient*> ws;
   for (auto& w : workers_) ws.push_back(w.get());
@@ -73,8 +83,39 @@ RouterEngine::RouterEngine(RouterConfig cfg, std::unique_ptr<tokenizer::Tokenize
 
 RouterEngine::~RouterEngine() { shutdown(); }
 
+std::vector<WorkerClient*> RouterEngine::workers() const {
+  std::lock_guard<std::mutex> lk(workers_mu_);
+  std::vector<WorkerClient*> out;
+  out.reserve(workers_.size());
+  for (const auto& w : workers_) out.push_back(w.get());
+  return out;
+}
+
+void RouterEngine::set_decode_peers(const std::vector<std::string>& addrs) {
+  std::lock_guard<std::mutex> lk(workers_mu_);
+  if (stopping_.load()) return;
+  for (const auto& a : addrs) {
+    auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& w) { return w->address() == a; });
+    if (it != workers_.end()) {
+      if ((*it)->discovered()) (*it)->set_removed(false);
+      continue;
+    }
+    workers_.push_back(std::make_unique<WorkerClient>(a, false, true));
+    PDS_LOG_INFO("decode worker {} joined (discovery)", a);
+    health_->add(workers_.back().get());
+  }
+  for (auto& w : workers_)
+    if (w->discovered() && std::find(addrs.begin(), addrs.end(), w->address()) == addrs.end()) w->set_removed(true);
+  if (configured_max_attempts_ <= 0) {
+    int live = 0;
+    for (auto& w : workers_) live += !w->removed();
+    std::lock_guard<std::mutex> lk2(mu_);
+    cfg_.limits.max_attempts = 2 * std::max(live, 1) + 2;
+  }
+}
+
 std::string RouterEngine::not_ready_reason() const {
-  for (const auto& w : workers_)
+  for (WorkerClient* w : workers())
     if (w->healthy()) return {};
   return "no healthy decode worker";
 }
@@ -82,7 +123,7 @@ std::string RouterEngine::not_ready_reason() const {
 bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    for (const auto& w : workers_)
+    for (WorkerClient* w : workers())
       if (w->healthy()) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -91,15 +132,19 @@ bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) co
 
 std::vector<WorkerClient*> RouterEngine::candidates(const std::vector<int32_t>& prompt,
                                                     const std::vector<WorkerClient*>& failed) {
+  std::vector<WorkerClient*> all;
+  for (WorkerClient* w : workers())
+    if (!w->removed()) all.push_back(w);
   std::vector<WorkerView> views;
-  views.reserve(workers_.size());
-  for (const auto& w : workers_) views.push_back(w->view());
+  views.reserve(all.size());
+  for (WorkerClient* w : all) views.push_back(w->view());
   std::vector<WorkerClient*> out;
   for (int i : policy_->rank(prompt, views)) {
-    WorkerClient* w = workers_[static_cast<size_t>(i)].get();
+    WorkerClient* w = all[static_cast<size_t>(i)];
     if (std::find(failed.begin(), failed.end(), w) == failed.end()) out.push_back(w);
   }
-  for (WorkerClient* w : failed) out.push_back(w);
+  for (WorkerClient* w : failed)
+    if (!w->removed()) out.push_back(w);
   return out;
 }
 
@@ -144,7 +189,12 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
     req.max_queue_s = opts.max_queue_s;
     auto stream = std::make_shared<engine::RequestStream>(req.id);
     stream->set_abort_event(watch_wake_);
-    auto choice = std::make_shared<RoutedChoice>(static_cast<ChoiceHost&>(*this), std::move(req), stream, cfg_.limits,
+    ChoiceLimits limits;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      limits = cfg_.limits;
+    }
+    auto choice = std::make_shared<RoutedChoice>(static_cast<ChoiceHost&>(*this), std::move(req), stream, limits,
                                                  [this, group, k](const ChoiceOutcome& o) { record(*group, k, o); });
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -180,7 +230,7 @@ void RouterEngine::record(Group& g, int choice, const ChoiceOutcome& o) {
 
 int RouterEngine::context_length() const {
   int best = 0;
-  for (const auto& w : workers_) {
+  for (WorkerClient* w : workers()) {
     const WorkerSnapshot s = w->snapshot();
     if (s.healthy && s.context_length > 0) best = best == 0 ? s.context_length : std::min(best, s.context_length);
   }
@@ -193,7 +243,7 @@ int RouterEngine::context_length() const {
 
 engine::EngineStats RouterEngine::stats() const {
   engine::EngineStats st;
-  for (const auto& w : workers_) {
+  for (WorkerClient* w : workers()) {
     const WorkerSnapshot s = w->snapshot();
     if (!s.healthy) continue;
     st.requests_running += s.load.requests_running();
@@ -221,8 +271,9 @@ engine::MetricsSnapshot RouterEngine::metrics() const {
   metrics_.fill(m);
   // Worker counters: the last value each worker reported (a worker that went away keeps
   // its last count, so the sums do not fall while it is down).
-  for (const auto& w : workers_) {
+  for (WorkerClient* w : workers()) {
     const WorkerSnapshot ws = w->snapshot();
+    if (!w->removed()) m.decode_workers[ws.address] = ws.healthy ? 1 : 0;
     m.prefix_cache_queries += ws.load.prefix_cache_queries();
     m.prefix_cache_hits += ws.load.prefix_cache_hits();
     m.preemptions += ws.load.preemptions();
@@ -259,6 +310,7 @@ void RouterEngine::watch_loop() {
 
 void RouterEngine::shutdown() {
   if (stopping_.exchange(true)) return;
+  if (peers_) peers_->stop();
   // The watcher cancels every call (stopping_ is set); each choice then ends with Abort.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {

@@ -16,6 +16,7 @@
 
 #include "base/auto_reset_event.h"
 #include "base/status.h"
+#include "disagg/discovery.h"
 #include "disagg/router_choice.h"
 #include "disagg/routing_policy.h"
 #include "disagg/worker_client.h"
@@ -35,6 +36,7 @@ struct RouterConfig {
   std::chrono::milliseconds health_timeout{1000};
   std::chrono::milliseconds startup_wait{10000};  // create(): wait this long for a healthy worker
   ChoiceLimits limits;                    // max_attempts 0 ⇒ 2 × workers + 2
+  DiscoveryUrl discovery;                 // --discovery: decode workers found there join `decode`
 };
 
 class RouterEngine final : public engine::Engine, private ChoiceHost {
@@ -69,7 +71,11 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
 
   /// Waits up to `timeout` until some worker is healthy; true if one is.
   bool wait_for_healthy_worker(std::chrono::milliseconds timeout) const;
-  const std::vector<std::unique_ptr<WorkerClient>>& workers() const { return workers_; }
+  /// Every worker known (static, discovered, also those discovery removed since).
+  std::vector<WorkerClient*> workers() const;
+  /// The decode workers discovery lists now: new ones are added (and health-checked),
+  /// discovered ones not listed are removed (no new requests). Static workers stay.
+  void set_decode_peers(const std::vector<std::string>& addrs);
   const RoutingPolicy& policy() const { return *policy_; }
 
  private:
@@ -82,10 +88,13 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   void record(Group& g, int choice, const ChoiceOutcome& o);
 
   RouterConfig cfg_;
+  int configured_max_attempts_ = 0;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::unique_ptr<RoutingPolicy> policy_;
-  std::vector<std::unique_ptr<WorkerClient>> workers_;
+  mutable std::mutex workers_mu_;
+  std::vector<std::unique_ptr<WorkerClient>> workers_;  // grows only (guarded by workers_mu_)
   std::unique_ptr<HealthChecker> health_;
+  std::unique_ptr<PeerWatcher> peers_;
   std::string model_name_;
   mutable std::atomic<int> last_context_length_{0};
   std::atomic<int64_t> next_id_{1};

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "base/log.h"
+#include "disagg/grpc_options.h"
 
 namespace pdserve::disagg {
 
@@ -37,11 +38,12 @@ std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& address) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);  // a (re)started worker is seen within ~0.5 s
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+  add_keepalive_args(args);  // a cut link fails its Generate streams (grpc_options.h)
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-WorkerClient::WorkerClient(std::string address, bool long_group)
-    : address_(std::move(address)), long_group_(long_group), channel_(make_worker_channel(address_)),
+WorkerClient::WorkerClient(std::string address, bool long_group, bool discovered)
+    : address_(std::move(address)), long_group_(long_group), discovered_(discovered), channel_(make_worker_channel(address_)),
       stub_(DecodeService::NewStub(channel_)) {
   snap_.address = address_;
 }
@@ -57,6 +59,12 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
       return false;
     }
   }
+  if (health.ok() && health.draining()) {
+    if (!draining_.exchange(true)) PDS_LOG_INFO("decode worker {} is draining", address_);
+    set_failure("draining", false);
+    return false;
+  }
+  draining_.store(false);
   if (!health.ok() || health.role() != "decode") {
     set_failure(health.ok() ? "role is '" + health.role() + "', not 'decode'" : "worker reports not ok", true);
     return false;
@@ -106,14 +114,21 @@ void WorkerClient::set_failure(const std::string& why, bool count) {
 
 WorkerSnapshot WorkerClient::snapshot() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return snap_;
+  WorkerSnapshot s = snap_;
+  s.healthy = s.healthy && !removed_.load();
+  return s;
+}
+
+void WorkerClient::set_removed(bool removed) {
+  if (removed_.exchange(removed) != removed)
+    PDS_LOG_INFO("decode worker {} {}", address_, removed ? "left (discovery)" : "joined (discovery)");
 }
 
 WorkerView WorkerClient::view() const {
   std::lock_guard<std::mutex> lk(mu_);
   WorkerView v;
   v.address = address_;
-  v.healthy = snap_.healthy;
+  v.healthy = snap_.healthy && !removed_.load();
   v.long_group = long_group_;
   v.load = snap_.load.requests_running() + snap_.load.requests_waiting() + snap_.load.requests_awaiting_kv() +
            routed_since_load_.load();
@@ -128,9 +143,16 @@ HealthChecker::HealthChecker(std::vector<WorkerClient*> workers, std::chrono::mi
 
 void HealthChecker::start() {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!threads_.empty()) return;
+  if (started_) return;
+  started_ = true;
   stop_ = false;
   for (WorkerClient* w : workers_) threads_.emplace_back([this, w] { loop(w); });
+}
+
+void HealthChecker::add(WorkerClient* w) {
+  std::lock_guard<std::mutex> lk(mu_);
+  workers_.push_back(w);
+  if (started_ && !stop_) threads_.emplace_back([this, w] { loop(w); });
 }
 
 void HealthChecker::stop() {
@@ -141,6 +163,8 @@ void HealthChecker::stop() {
   cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  std::lock_guard<std::mutex> lk(mu_);
+  started_ = false;
 }
 
 bool WorkerClient::channel_ready() const { return channel_->GetState(false) == GRPC_CHANNEL_READY; }
@@ -152,6 +176,11 @@ bool WorkerClient::wait_connected(std::chrono::milliseconds timeout) {
 void HealthChecker::loop(WorkerClient* w) {
   constexpr auto kSlice = std::chrono::milliseconds(100);
   while (true) {
+    if (w->removed() && w->consecutive_failures() > 0) {  // gone and not answering: idle
+      std::unique_lock<std::mutex> lk(mu_);
+      if (cv_.wait_for(lk, interval_, [&] { return stop_; })) return;
+      continue;
+    }
     if (w->check(timeout_) || w->channel_ready()) {  // healthy, or reachable but refusing: poll
       std::unique_lock<std::mutex> lk(mu_);
       if (cv_.wait_for(lk, interval_, [&] { return stop_; })) return;

@@ -43,7 +43,8 @@ struct WorkerSnapshot {
 /// One decode worker. Thread-safe.
 class WorkerClient {
  public:
-  WorkerClient(std::string address, bool long_group);
+  /// `discovered`: found through --discovery (removed again when it leaves), not a static flag.
+  WorkerClient(std::string address, bool long_group, bool discovered = false);
   const std::string& address() const { return address_; }
   bool long_group() const { return long_group_; }
   DecodeService::Stub& stub() { return *stub_; }
@@ -56,7 +57,15 @@ class WorkerClient {
   /// A request was routed here: counts as load until the next Load report.
   void note_routed() { routed_since_load_.fetch_add(1); }
 
-  bool healthy() const { return healthy_.load(); }
+  /// Healthy, not draining and (when discovered) still registered.
+  bool healthy() const { return healthy_.load() && !removed_.load(); }
+  bool discovered() const { return discovered_; }
+  /// Discovery lost (or found again) this worker: a removed worker gets no new requests
+  /// and is not health-checked; calls on it are cut once a health check fails.
+  void set_removed(bool removed);
+  bool removed() const { return removed_.load(); }
+  /// The worker's last Health said it is draining (no new requests; its streams finish).
+  bool draining() const { return draining_.load(); }
   /// Waits up to `timeout` for the channel to connect, driving the connection attempt
   /// (gRPC's synchronous API only makes connect progress while a thread is inside it;
   /// otherwise a worker that starts after the router is noticed by the 5 s backup poller).
@@ -75,6 +84,8 @@ class WorkerClient {
 
   const std::string address_;
   const bool long_group_;
+  const bool discovered_;
+  std::atomic<bool> removed_{false}, draining_{false};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<DecodeService::Stub> stub_;
   std::atomic<bool> healthy_{false};
@@ -96,6 +107,8 @@ class HealthChecker {
 
   void start();
   void stop();
+  /// Checks one more worker from now on (discovery found it).
+  void add(WorkerClient* w);
 
  private:
   void loop(WorkerClient* w);
@@ -105,6 +118,7 @@ class HealthChecker {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool started_ = false;
   std::vector<std::thread> threads_;
 };
 

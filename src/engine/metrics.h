@@ -59,6 +59,8 @@ struct MetricsSnapshot {
   std::vector<int64_t> spec_accepted_per_pos;  // [i]: accepted proposals at draft position i
   // KV store tiers (empty without --kv-offload-dir / --kv-store).
   std::vector<KvStoreTierMetrics> kv_store;
+  // The router's decode workers (address → 1 healthy, 0 not); empty elsewhere.
+  std::map<std::string, int> decode_workers;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

@@ -191,6 +191,7 @@ struct HttpServer::Impl {
   std::atomic<int> listen_fd{-1};           // the listening socket, once bound
   std::atomic<bool> stopping{false};       // shutdown begun: refuse new work, abort running
   std::atomic<bool> stop_requested{false};  // stop() was called
+  std::atomic<bool> draining{false};        // set_draining() was called
   std::atomic<bool> running{false};
   std::atomic<int> bound_port{0};
   std::shared_ptr<gateway::Gateway> gw;
@@ -245,6 +246,12 @@ void HttpServer::Impl::setup_routes() {
 
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const bool down = stopping.load();
+    if (draining.load() && !down) {
+      auto j = health_json(engine.stats(), false, "draining");
+      j["status"] = "draining";
+      send_json(res, 503, j);
+      return;
+    }
     const std::string not_ready = down ? std::string() : engine.not_ready_reason();
     send_json(res, down || !not_ready.empty() ? 503 : 200, health_json(engine.stats(), down, not_ready));
   });
@@ -370,6 +377,8 @@ HttpServer::HttpServer(engine::Engine& engine, ServerConfig cfg)
 HttpServer::~HttpServer() = default;
 
 int HttpServer::port() const { return impl_->bound_port.load(); }
+
+void HttpServer::set_draining() { impl_->draining.store(true); }
 
 void HttpServer::stop() {
   impl_->stop_requested.store(true);

@@ -47,6 +47,9 @@ class HttpServer {
   /// Makes run() return (thread-safe; also before run() starts). Streams in progress are
   /// cut and their engine requests aborted.
   void stop();
+  /// A worker's graceful drain began: /health answers 503 {"status": "draining"} (so a
+  /// load balancer or readiness probe stops sending work); everything else is unchanged.
+  void set_draining();
   /// The bound port once run() is listening, else 0.
   int port() const;
 

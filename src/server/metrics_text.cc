@@ -177,6 +177,11 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
       w.histogram_series("pdserve_kv_store_latency_seconds", "tier=\"" + t.tier + "\",op=\"put\"", t.put_seconds);
     }
   }
+  if (!m.decode_workers.empty()) {
+    w.header("pdserve_router_decode_worker_up", "gauge", "The router's decode workers: 1 healthy, 0 not (gone ones absent).");
+    for (const auto& [addr, up] : m.decode_workers)
+      w.labelled("pdserve_router_decode_worker_up", "address=\"" + escape_label(addr) + "\"", up);
+  }
   return w.str();
 }
 
