@@ -17,13 +17,14 @@ build: deps
 serve: build
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 
-# The Release suite, then the unit tests with ASan + UBSan, then every fuzz target for 30 s.
+# The Release suite, then every fuzz target for 30 s.
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 2
-	$(MAKE) test-sanitize
 	$(MAKE) fuzz FUZZ_SECONDS=30
 
-# Debug -O1 -g: the assertions (BlockPool invariants, ...) are on.
+# The unit tests with ASan + UBSan, Debug -O1 -g: the assertions (BlockPool invariants,
+# ...) are on. Not yet part of `make test`: its from-scratch build has not been timed or
+# run clean on this 2-core machine (issue #20).
 SANITIZE_BUILD ?= build-asan
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DPDSERVE_SANITIZE=address,undefined
