@@ -566,6 +566,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.kv_budget > 0)
     PDS_LOG_INFO("token eviction: {} tokens kept per sequence ({}, {} sinks, {} recent)", cfg.kv_budget,
                  kv::token_eviction_name(cfg.kv_evict.policy), cfg.kv_evict.sinks, cfg.kv_evict.recent_for(cfg.kv_budget));
+  if (cfg.spec.method != SpecMethod::kOff) {
+    PDS_LOG_INFO("speculative decoding: {} (k up to {}{})", spec_method_name(cfg.spec.method), cfg.spec.k,
+                 cfg.spec.adaptive ? ", adaptive" : "");
+    if (cfg.kv_budget > 0)
+      PDS_LOG_WARN("--speculative is off for sequences under --kv-budget (token eviction keeps one token per step)");
+  } else if (cfg.spec.draft_layers > 0 || !cfg.spec.draft_model.empty()) {
+    PDS_LOG_WARN("--draft-layers / --draft-model have no effect without --speculative layerskip|draft");
+  }
   std::unique_ptr<kv::KvTiers> tiers;
   if (cfg.kv_tiers.any()) {
     if (!cfg.prefix_cache) return Status::InvalidArgument("--kv-offload-dir / --kv-store need the prefix cache (drop --no-prefix-cache)");
