@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace pds {
+namespace pdserve {
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   if (ctx_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1)
@@ -40,4 +40,4 @@ std::string to_hex(const Sha256Digest& d) {
   return s;
 }
 
-}  // namespace pds
+}  // namespace pdserve

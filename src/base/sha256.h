@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace pds {
+namespace pdserve {
 
 /// A 32-byte SHA-256 digest.
 using Sha256Digest = std::array<uint8_t, 32>;
@@ -38,4 +38,4 @@ inline Sha256Digest sha256(std::string_view s) { return sha256(s.data(), s.size(
 /// Lower-case hex of a digest (64 characters).
 std::string to_hex(const Sha256Digest& d);
 
-}  // namespace pds
+}  // namespace pdserve

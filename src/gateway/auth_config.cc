@@ -220,7 +220,7 @@ int line_of_offset(const std::string& text, size_t offset) {
   return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
 }
 
-std::string hash_api_key(const std::string& key) { return pds::to_hex(pds::sha256(key)); }
+std::string hash_api_key(const std::string& key) { return pdserve::to_hex(pdserve::sha256(key)); }
 
 Result<std::shared_ptr<const AuthConfig>> parse_auth_config(const std::string& text, const std::string& source) {
   json root;

@@ -46,7 +46,7 @@ struct TenantConfig {
 };
 
 struct KeyConfig {
-  pds::Sha256Digest hash{};
+  pdserve::Sha256Digest hash{};
   std::string hash_hex;
   std::string name;    // for logs and metrics ("" ⇒ the hash's first 8 hex digits)
   std::string tenant;

@@ -44,7 +44,7 @@ Result<Principal> Gateway::authenticate(const std::string& authorization_header)
   const auto token = bearer_token(authorization_header);
   // Hash even a malformed header, and compare against every key without stopping at a
   // match: the time taken does not depend on which key (if any) matches.
-  const pds::Sha256Digest h = pds::sha256(token ? *token : authorization_header);
+  const pdserve::Sha256Digest h = pdserve::sha256(token ? *token : authorization_header);
   const KeyConfig* found = nullptr;
   for (const KeyConfig& k : p.config->keys) {
     uint8_t diff = 0;

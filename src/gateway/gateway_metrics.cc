@@ -4,34 +4,17 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/prometheus_format.h"
+
 namespace pdserve::gateway {
 namespace {
+
+std::string num(double v) { return pdserve::prometheus_number(v); }
+std::string escape(const std::string& v) { return pdserve::prometheus_label_escape(v); }
 
 const std::vector<double>& latency_bounds() {
   static const std::vector<double> b = {0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60};
   return b;
-}
-
-std::string num(double v) {
-  char buf[64];
-  for (int prec = 6; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-std::string escape(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 }  // namespace

@@ -20,13 +20,13 @@ uint64_t get_le(const char* p, int bytes) {
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
-void update_field(pds::Sha256& h, std::string_view s) {
+void update_field(pdserve::Sha256& h, std::string_view s) {
   std::string len;
   put_u64(len, s.size());
   h.update(len);
   h.update(s);
 }
-void update_tokens(pds::Sha256& h, const int32_t* tokens, int n) {
+void update_tokens(pdserve::Sha256& h, const int32_t* tokens, int n) {
   std::string buf;
   buf.reserve(4 * static_cast<size_t>(n) + 4);
   put_u32(buf, static_cast<uint32_t>(n));
@@ -37,7 +37,7 @@ void update_tokens(pds::Sha256& h, const int32_t* tokens, int n) {
 }  // namespace
 
 BlockKey chain_namespace(const BlockKeyContext& ctx, std::string_view cache_salt) {
-  pds::Sha256 h;
+  pdserve::Sha256 h;
   update_field(h, "pdserve-kv-namespace-v1");
   update_field(h, ctx.model_fingerprint);
   update_field(h, ctx.layout);
@@ -47,7 +47,7 @@ BlockKey chain_namespace(const BlockKeyContext& ctx, std::string_view cache_salt
 }
 
 BlockKey block_key(const BlockKey& parent, const BlockKey& ns, const int32_t* tokens, int n) {
-  pds::Sha256 h;
+  pdserve::Sha256 h;
   h.update(parent.data(), parent.size());
   h.update(ns.data(), ns.size());
   update_tokens(h, tokens, n);
@@ -75,7 +75,7 @@ std::string encode_stored_block(const BlockKey& key, const int32_t* tokens, int 
   for (int i = 0; i < n; ++i) put_u32(out, static_cast<uint32_t>(tokens[i]));
   put_u64(out, payload.size());
   out.append(payload);
-  const pds::Sha256Digest sum = pds::sha256(out.data(), out.size());
+  const pdserve::Sha256Digest sum = pdserve::sha256(out.data(), out.size());
   out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
   return out;
 }
@@ -86,7 +86,7 @@ Result<std::string> decode_stored_block(std::string_view v, const BlockKey& key,
   const size_t total = header + payload_bytes + 32;
   if (v.size() != total)
     return Status::DataLoss("stored block of " + std::to_string(v.size()) + " bytes, expected " + std::to_string(total));
-  const pds::Sha256Digest sum = pds::sha256(v.data(), v.size() - 32);
+  const pdserve::Sha256Digest sum = pdserve::sha256(v.data(), v.size() - 32);
   if (std::memcmp(sum.data(), v.data() + v.size() - 32, 32) != 0) return Status::DataLoss("stored block checksum mismatch");
   if (std::memcmp(v.data(), kMagic, 4) != 0 || get_le(v.data() + 4, 4) != kVersion)
     return Status::DataLoss("not a stored KV block (bad magic or version)");

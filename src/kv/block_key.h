@@ -19,7 +19,7 @@
 
 namespace pdserve::kv {
 
-using BlockKey = pds::Sha256Digest;
+using BlockKey = pdserve::Sha256Digest;
 
 /// What a key is relative to: everything besides the tokens that decides a block's K/V
 /// bytes. `model_fingerprint` names the model's architecture and shape; `layout` the KV

@@ -118,7 +118,7 @@ void DiskKvStore::evict_locked(std::vector<std::string>& unlink) {
 }
 
 Result<std::optional<std::string>> DiskKvStore::get(const BlockKey& key) {
-  const std::string hex = pds::to_hex(key);
+  const std::string hex = pdserve::to_hex(key);
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = index_.find(hex);
@@ -133,7 +133,7 @@ Result<std::optional<std::string>> DiskKvStore::get(const BlockKey& key) {
 }
 
 Status DiskKvStore::put(const BlockKey& key, const std::string& value) {
-  const std::string hex = pds::to_hex(key);
+  const std::string hex = pdserve::to_hex(key);
   if (static_cast<int64_t>(value.size()) > max_bytes_) return Status::ResourceExhausted("block larger than --kv-offload-gb");
   std::string tmp;
   {
@@ -163,7 +163,7 @@ Status DiskKvStore::put(const BlockKey& key, const std::string& value) {
 
 bool DiskKvStore::has_local(const BlockKey& key) const {
   std::lock_guard<std::mutex> lk(mu_);
-  return index_.count(pds::to_hex(key)) != 0;
+  return index_.count(pdserve::to_hex(key)) != 0;
 }
 
 void DiskKvStore::snapshot() {

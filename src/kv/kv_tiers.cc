@@ -219,7 +219,7 @@ void KvTiers::do_fetch(FetchJob& job) {
           t.st.misses++;
         } else if (!payload.ok()) {
           t.st.errors++;  // corrupt, truncated or someone else's: never used
-          PDS_LOG_WARN("kv store {}: rejected block {}: {}", t.st.tier, pds::to_hex(job.keys[b]).substr(0, 16), payload.error());
+          PDS_LOG_WARN("kv store {}: rejected block {}: {}", t.st.tier, pdserve::to_hex(job.keys[b]).substr(0, 16), payload.error());
         } else {
           t.st.hits++;
           t.st.bytes_read += static_cast<int64_t>(got.value()->size());

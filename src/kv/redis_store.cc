@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kMinBackoff{100}, kMaxBackoff{2000};
 
-std::string redis_key(const BlockKey& key) { return "pdserve:kv:" + pds::to_hex(key); }
+std::string redis_key(const BlockKey& key) { return "pdserve:kv:" + pdserve::to_hex(key); }
 
 bool parse_int(const std::string& s, int lo, int hi, int& out) {
   if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;

@@ -4,32 +4,14 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/prometheus_format.h"
+
 namespace pdserve::server {
 
 namespace {
 
-std::string escape_label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// The shortest decimal that reads back as v (0.005, not 0.0050000000000000001).
-std::string num(double v) {
-  char buf[64];
-  for (int prec = 6; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
+std::string num(double v) { return pdserve::prometheus_number(v); }
+std::string escape_label(const std::string& v) { return pdserve::prometheus_label_escape(v); }
 
 class Writer {
  public:

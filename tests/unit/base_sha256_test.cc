@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace pds {
+namespace pdserve {
 namespace {
 
 TEST(Sha256, FipsVectors) {
@@ -23,4 +23,4 @@ TEST(Sha256, IncrementalEqualsOneShot) {
 }
 
 }  // namespace
-}  // namespace pds
+}  // namespace pdserve

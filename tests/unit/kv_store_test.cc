@@ -175,7 +175,7 @@ TEST(KvTiers, WritesThroughAndFetchesInOrderUntilTheFirstMiss) {
   EXPECT_EQ(r[0].payloads[1], payload(1));
 
   // A tampered file is rejected, counted as an error, and ends the chain there.
-  fs::path f = fs::path(dir) / (pds::to_hex(keys[1]) + ".kvb");
+  fs::path f = fs::path(dir) / (pdserve::to_hex(keys[1]) + ".kvb");
   std::string bytes;
   {
     std::ifstream in(f, std::ios::binary);
