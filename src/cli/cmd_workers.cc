@@ -229,6 +229,8 @@ int run_decode(WorkerArgs& a) {
   if (!a.prefill.empty() || discover) {
     source = std::make_shared<disagg::GrpcKvSource>(kc, a.engine.transfer_metrics);
     a.engine.kv_source = source;
+  } else {
+    PDS_LOG_WARN("decode worker without --prefill or --discovery: every prompt is prefilled here (no remote prefill)");
   }
   auto eng = engine::Engine::create(a.engine);
   if (!eng.ok()) {

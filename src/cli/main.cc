@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/parse_command_line.h"
 #include "cli/worker_commands.h"
 
 int main(int argc, char** argv) {
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   std::string hash_key;
   pdserve::cli::add_hash_key_command(app, hash_key);
 
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = pdserve::cli::parse_command_line(app, argc, argv); rc >= 0) return rc;
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
   if (app.got_subcommand("generate")) return pdserve::cli::run_generate(gen);

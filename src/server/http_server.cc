@@ -127,6 +127,7 @@ struct HttpServer::Impl {
         gw(cfg.gateway ? cfg.gateway : std::make_shared<gateway::Gateway>()),
         generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now, gw.get()),
         svr(connection_limits(cfg)) {
+    if (!cfg.metrics_only) log_chat_template();
     setup_routes();
   }
 
@@ -142,11 +143,7 @@ struct HttpServer::Impl {
     const auto& v = e.tokenizer().vocab();
     auto piece = [&](int32_t id) { return id >= 0 && id < v.size() ? v.tokens[static_cast<size_t>(id)] : std::string(); };
     try {
-      auto t = std::make_shared<const tokenizer::JinjaChatTemplate>(src, piece(v.bos_id), piece(v.eos_id));
-      PDS_LOG_INFO("chat template: Jinja (system role {}, tools {}, tool calls {})",
-                   t->caps().supports_system_role ? "yes" : "no", t->caps().supports_tools ? "yes" : "no",
-                   t->caps().supports_tool_calls ? "yes" : "no");
-      return t;
+      return std::make_shared<const tokenizer::JinjaChatTemplate>(src, piece(v.bos_id), piece(v.eos_id));
     } catch (const std::exception& ex) {
       PDS_LOG_WARN("chat template cannot be used as Jinja ({}); falling back to the built-in renderer", ex.what());
       return nullptr;
@@ -154,19 +151,29 @@ struct HttpServer::Impl {
   }
 
   static tokenizer::ChatTemplateKind detect_template(const std::string& jinja) {
-    bool recognized = true;
-    auto kind = tokenizer::detect_chat_template(jinja, &recognized);
-    if (jinja.empty()) {
-      PDS_LOG_INFO("model has no chat template; /v1/chat/completions uses the '{}' format",
-                   tokenizer::chat_template_name(kind));
-    } else if (!recognized) {
-      PDS_LOG_WARN("unrecognised chat template in the model; /v1/chat/completions falls back to "
-                   "the '{}' format",
-                   tokenizer::chat_template_name(kind));
-    } else {
-      PDS_LOG_INFO("chat template: {}", tokenizer::chat_template_name(kind));
+    return tokenizer::detect_chat_template(jinja, nullptr);
+  }
+
+  // One start-up line on how /v1/chat/completions renders messages: the Jinja template
+  // (the model's or --chat-template-file's) when it parses, else the built-in format.
+  void log_chat_template() const {
+    const std::string& src = template_source(engine, cfg);
+    const char* origin = cfg.chat_template_override.empty() ? "the model's" : "--chat-template-file's";
+    const char* builtin = tokenizer::chat_template_name(chat_template);
+    if (jinja) {
+      PDS_LOG_INFO("chat template: {} Jinja template (system role {}, tools {}, tool calls {})", origin,
+                   jinja->caps().supports_system_role ? "yes" : "no", jinja->caps().supports_tools ? "yes" : "no",
+                   jinja->caps().supports_tool_calls ? "yes" : "no");
+      return;
     }
-    return kind;
+    bool recognized = true;
+    tokenizer::detect_chat_template(src, &recognized);
+    if (src.empty())
+      PDS_LOG_INFO("model has no chat template; /v1/chat/completions uses the built-in '{}' format", builtin);
+    else if (!recognized)
+      PDS_LOG_WARN("{} chat template is not recognised; /v1/chat/completions uses the built-in '{}' format", origin, builtin);
+    else
+      PDS_LOG_INFO("chat template: built-in '{}' format (recognised in {} template)", builtin, origin);
   }
 
   void setup_routes();

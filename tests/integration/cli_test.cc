@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -128,6 +129,34 @@ TEST(Cli, EnumFlagsRefuseOtherValuesAndNameTheChoices) {
   const RunResult upper = run("generate" + model + " -p hi -n 2 --ids --kv-dtype F32 --eviction LFU --scheduling-policy Priority");
   EXPECT_EQ(upper.exit_code, 0) << upper.err;
   EXPECT_EQ(parse_ids(upper.out).size(), 2u) << upper.out;
+}
+
+// Every usage error has the same shape as the other start-up errors: one line on stderr,
+// "error: <what> (see 'pdserve <subcommand> --help')", exit code 2; --help exits 0.
+TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
+  const std::string model = " --model ../shared/models/stories260K.gguf";
+  const struct {
+    std::string args, expect;
+  } cases[] = {
+      {"serve" + model + " --spec-k 0", "error: --spec-k: "},
+      {"serve" + model + " --no-such-flag", "error: The following argument was not expected: --no-such-flag"},
+      {"serve", "error: --model is required"},
+      {"decode" + model, "error: --port is required"},
+      {"bench --url http://127.0.0.1:1 --model m --rate -inf", "error: --rate: "},
+      {"no-such-command", "error: "},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(c.expect, 0), 0u) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    const std::string sub = c.args.substr(0, c.args.find(' '));
+    if (sub != "no-such-command")
+      EXPECT_NE(r.err.find("(see 'pdserve " + sub + " --help')"), std::string::npos) << r.err;
+  }
+  const RunResult help = run("serve --help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--model"), std::string::npos);
 }
 
 // A KV dtype whose 32-value blocks do not fit the model's head_dim (stories260K: 8) is

@@ -1,0 +1,23 @@
+#include "cli/parse_command_line.h"
+
+#include <cstdio>
+#include <string>
+
+namespace pdserve::cli {
+
+int parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all, --version
+    std::string help = "pdserve --help";
+    for (const CLI::App* sub : app.get_subcommands()) help = "pdserve " + sub->get_name() + " --help";
+    std::string what = e.what();
+    if (!what.empty() && what.back() == '\n') what.pop_back();
+    std::fprintf(stderr, "error: %s (see '%s')\n", what.c_str(), help.c_str());
+    return 2;
+  }
+}
+
+}  // namespace pdserve::cli
