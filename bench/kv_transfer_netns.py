@@ -70,11 +70,23 @@ def teardown():
     sh(f"ip link del {TAG}br", check=False)
 
 
+def rate_bytes(rate):
+    """'10gbit' / '1gbit' / '100mbit' (tc's spelling) in bytes per second."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])bit", rate)
+    if not m:
+        raise ValueError(f"rate '{rate}': expected e.g. 10gbit, 1gbit, 100mbit (or 'unshaped')")
+    return float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
+
+
 def shape(rate):
+    """tbf at `rate` on both ends of the prefill worker's link ('' or 'unshaped': none). The
+    bucket holds 1 ms of the rate (at least 64 KiB, one GSO packet of the veth): a larger one
+    would let a good part of a 2 MB transfer pass unshaped after an idle gap."""
     for dev, pre in ((veth("pre"), ""), ("eth0", f"ip netns exec {ns('pre')} ")):
         sh(f"{pre}tc qdisc del dev {dev} root", check=False)
-        if rate:
-            sh(f"{pre}tc qdisc add dev {dev} root tbf rate {rate} burst 1mb latency 100ms")
+        if rate and rate != "unshaped":
+            burst = max(65536, int(rate_bytes(rate) / 1000))
+            sh(f"{pre}tc qdisc add dev {dev} root tbf rate {rate} burst {burst} latency 100ms")
 
 
 class Relay:
@@ -256,7 +268,10 @@ def main():
                            "ttft_warm_median_s": statistics.median(warm), "transfer_warm_median_s": statistics.median(xfer),
                            "bytes_per_request": statistics.median(nbytes),
                            "prefill_worker_ttft_warm_median_s": statistics.median(pre_ttft),
-                           "wire_MBps_warm": statistics.median(nbytes) / statistics.median(xfer) / 1e6}
+                           "wire_MBps_warm": statistics.median(nbytes) / statistics.median(xfer) / 1e6,
+                           "exposed_tail_warm_median_s": statistics.median(x - p for x, p in zip(xfer, pre_ttft)),
+                           "warm_ttft_all_s": warm, "warm_transfer_all_s": xfer, "prefill_worker_ttft_warm_all_s": pre_ttft}
+                    row["loadavg_1min"] = os.getloadavg()[0]
                     rows.append(row)
                     print(json.dumps(row), flush=True)
             for p in procs:
@@ -270,16 +285,17 @@ def main():
             p.kill()
         shape("")
         teardown()
+    print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
     print("| codec | window | rate | delay (each way) | bytes/request | cold TTFT | cold: prefill-worker TTFT | "
           "warm TTFT (median) | warm transfer (median) | prefill-worker TTFT (warm) | exposed tail (warm) | MB/s over the warm transfer |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        w = "8 MiB + BDP" if r["bdp_probe"] == "true" else f"{r['window'] // 1024} KiB fixed"
+        w = "8 MiB + BDP" if r["bdp_probe"] == "true" else f"{round(r['window'] / 1024)} KiB fixed"
         cold = f"{r['ttft_cold_s']:.2f} s" + ("" if r["cold_path"] == "remote" else f" ({r['cold_path']})")
         print(f"| {r['codec']} | {w} | {r['rate']} | {r['delay_ms']} ms | {r['bytes_per_request']:,.0f} | {cold} | "
               f"{r['prefill_worker_ttft_cold_s']:.2f} s | "
               f"{r['ttft_warm_median_s'] * 1000:.1f} ms | {r['transfer_warm_median_s'] * 1000:.1f} ms | "
-              f"{r['prefill_worker_ttft_warm_median_s'] * 1000:.1f} ms | {(r['transfer_warm_median_s'] - r['prefill_worker_ttft_warm_median_s']) * 1000:.1f} ms | {r['wire_MBps_warm']:.1f} |")
+              f"{r['prefill_worker_ttft_warm_median_s'] * 1000:.1f} ms | {r['exposed_tail_warm_median_s'] * 1000:.1f} ms | {r['wire_MBps_warm']:.1f} |")
 
 if __name__ == "__main__":
     sys.exit(main())
