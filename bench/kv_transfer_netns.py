@@ -13,7 +13,7 @@ worker has it cached, so the time is the transfer of all 126 blocks). TTFT is th
 client's time to a max_tokens=1 answer; transfer time and bytes are the decode worker's
 pdserve_kv_transfer_seconds_sum / pdserve_kv_transfer_bytes_total deltas.
 
-usage (root): bench/kv_transfer_netns.py build/pdserve ../shared/models/synth-llama-small-f16.gguf [--warm 3]
+usage (root): bench/kv_transfer_netns.py build/pdserve ../shared/models/synth-llama-small-f16.gguf [--warm 5]
 """
 import argparse
 import asyncio
@@ -193,7 +193,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("model")
-    ap.add_argument("--warm", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=5)
     ap.add_argument("--rates", default="10gbit,1gbit,100mbit")
     ap.add_argument("--delays", default="0.2,1,5")
     ap.add_argument("--configs", default="none:8388608,zstd:8388608,none:65535")
