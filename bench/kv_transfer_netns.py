@@ -13,7 +13,14 @@ worker has it cached, so the time is the transfer of all 126 blocks). TTFT is th
 client's time to a max_tokens=1 answer; transfer time and bytes are the decode worker's
 pdserve_kv_transfer_seconds_sum / pdserve_kv_transfer_bytes_total deltas.
 
+Every request's path is checked (pdserve_remote_prefill_total, pdserve_local_prefill_total,
+pdserve_kv_recompute_fallback_total) and the workers' logs are kept (--log-dir). The decode
+worker gets --kv-transfer-timeout 600: the 30 s default bounds the whole Prefill call,
+compute included, and a cold 2,000-token prefill on a loaded machine passes it (the
+request is then recomputed locally).
+
 usage (root): bench/kv_transfer_netns.py build/pdserve ../shared/models/synth-llama-small-f16.gguf [--warm 5]
+    [--rates 10gbit,1gbit,100mbit|unshaped] [--delays 0.2,1,5] [--configs none:8388608,zstd:8388608,none:65535]
 """
 import argparse
 import asyncio
