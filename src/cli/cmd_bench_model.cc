@@ -1,11 +1,14 @@
 // `pdserve bench-model`: raw model throughput, no engine or server — model::Model with a
 // kv::KvCache and kv::BlockPool driven directly, like llama-bench: prompt processing of
 // p tokens in one batch (pp), n single-token decode steps (tg), then B sequences
-// decoding together (batched decode).
+// decoding together (batched decode). With --kv-budget the batched sequences evict tokens
+// as the engine's decode steps do (kv::KvCacheManager::evict_tokens after every step, the
+// attention-mass rows of h2o accumulated from the forward pass: engine.cc / scheduler.cc).
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <span>
@@ -30,6 +33,16 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
   cmd->add_option("--batch-steps", a.batch_steps, "decode steps of the batched runs")->default_val(16)->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--seed", a.seed, "random token ids seed")->default_val(1);
   add_choice_option(*cmd, "--kv-dtype", a.kv_dtype, kv_dtype_choices(), "KV cache dtype", "f16");
+  cmd->add_option("--batch-kv", a.random_kv,
+                  "how the batched prompts' K/V get into the cache: prefill (computed by the model) or random "
+                  "(random values written in the cache dtype: the decode steps read as much and cost the same, "
+                  "without the long prefill)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"prefill", false}, {"random", true}}))
+      ->default_str("prefill");
+  cmd->add_option("--kv-budget", a.kv_budget, "KV tokens kept per batched sequence (0 = keep all), as the engine's flag")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 20));
+  add_choice_option(*cmd, "--kv-evict", a.evict.policy, kv_evict_choices(), "token eviction under --kv-budget", "h2o");
 }
 
 namespace {
@@ -45,6 +58,9 @@ struct Driver {
   model::Model& m;
   kv::KvCacheManager& kv;
   int block_size;
+  int budget = 0;  // --kv-budget (0 = no eviction)
+  const kv::TokenEvictionConfig* evict = nullptr;
+  std::vector<float> mass;  // the step's attention-mass rows (h2o)
 
   bool reserve(Seq& s, int upto) { return kv.allocate_slots(s.kv, upto); }
   void release(Seq& s) {
@@ -55,14 +71,29 @@ struct Driver {
   /// each sequence's last token (in the model's workspace, valid until the next step).
   bool step(std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& toks, std::span<const float>& logits) {
     model::Batch b;
+    // As EngineImpl::step: a token at position pos goes to slot index pos - num_evicted and
+    // attends to that many + 1 entries; h2o sequences get an attention-mass row per token.
+    const bool any_evicted = std::any_of(seqs.begin(), seqs.end(), [](const Seq* s) { return s->kv.num_evicted > 0; });
+    const bool h2o = budget > 0 && evict->needs_attention_mass();
+    size_t mass_floats = 0;
+    for (size_t i = 0; i < seqs.size() && h2o; ++i)
+      for (size_t j = 0; j < toks[i].size(); ++j) mass_floats += seqs[i]->pos + j - seqs[i]->kv.num_evicted + 1;
+    mass.assign(mass_floats, 0.f);
+    size_t mass_at = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       Seq& s = *seqs[i];
       if (!reserve(s, s.pos + static_cast<int>(toks[i].size()))) return false;
       b.block_tables.push_back(s.kv.block_table.blocks.data());
       for (int32_t t : toks[i]) {
+        const int entry = s.pos - s.kv.num_evicted;
         b.tokens.push_back(t);
         b.positions.push_back(s.pos);
-        b.slot_mapping.push_back(s.kv.block_table.slot(s.pos, block_size));
+        b.slot_mapping.push_back(s.kv.block_table.slot(entry, block_size));
+        if (any_evicted) b.n_keys.push_back(entry + 1);
+        if (h2o) {
+          b.attn_mass.push_back(mass.data() + mass_at);
+          mass_at += entry + 1;
+        }
         b.seq_ids.push_back(static_cast<int32_t>(i));
         b.gemm_order.push_back(kernels::gemm_order_flag(s.pos, s.prompt_len));
         ++s.pos;
@@ -70,6 +101,40 @@ struct Driver {
       b.logits_rows.push_back(b.n_tokens() - 1);
     }
     logits = {m.forward(b, kv.layers()), b.logits_rows.size() * static_cast<size_t>(m.config().n_vocab)};
+    mass_at = 0;
+    for (size_t i = 0; i < seqs.size() && budget > 0; ++i) {
+      Seq& s = *seqs[i];
+      for (size_t j = 0; j < toks[i].size() && h2o; ++j) {
+        const int keys = s.pos - static_cast<int>(toks[i].size()) + static_cast<int>(j) - s.kv.num_evicted + 1;
+        kv::add_attention_mass(s.kv.attn_mass, mass.data() + mass_at, keys);
+        mass_at += keys;
+      }
+      if (s.pos >= s.prompt_len) kv.evict_tokens(s.kv, s.pos, *evict, budget);  // as Scheduler::on_computed
+    }
+    return true;
+  }
+  /// Puts random K/V (uniform in [-1, 1), in the cache dtype through kernels::kv_store,
+  /// the model's own write path) at positions [0, n) of `s` instead of computing them;
+  /// h2o gets a random accumulated mass per position. Then evicts as after a prefill.
+  bool fill_random(Seq& s, int n, std::mt19937& rng) {
+    if (!reserve(s, n)) return false;
+    const auto& c = m.config();
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> k(static_cast<size_t>(c.n_head_kv) * c.head_dim), v(k.size());
+    for (const kernels::KvLayerView& layer : kv.layers())
+      for (int p = 0; p < n; ++p) {
+        for (auto& x : k) x = u(rng);
+        for (auto& x : v) x = u(rng);
+        kernels::kv_store(layer, s.kv.block_table.slot(p, block_size), k.data(), v.data());
+      }
+    s.pos = n;
+    if (budget > 0) {
+      if (evict->needs_attention_mass()) {
+        s.kv.attn_mass.resize(n);
+        for (auto& x : s.kv.attn_mass) x = 1.f + u(rng);
+      }
+      kv.evict_tokens(s.kv, n, *evict, budget);
+    }
     return true;
   }
 };
@@ -114,8 +179,14 @@ int run_bench_model(const BenchModelArgs& a) {
                  kv::kv_dtype_name(a.kv_dtype), c.head_dim);
     return 1;
   }
+  if (a.kv_budget > 0) {
+    if (std::string why = a.evict.check(a.kv_budget); !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", why.c_str());
+      return 1;
+    }
+  }
   kv::KvCacheManager kv(shape, /*prefix_caching=*/false, kv::EvictionPolicy::kLru);
-  Driver d{m, kv, bs};
+  Driver d{m, kv, bs, 0, nullptr, {}};
 
   std::mt19937 rng(static_cast<uint32_t>(a.seed));
   std::uniform_int_distribution<int32_t> tok(0, c.n_vocab - 1);
@@ -128,6 +199,9 @@ int run_bench_model(const BenchModelArgs& a) {
   std::printf("model %s: %s, %d layers, n_embd %d, n_vocab %d; weights read per token %.1f MiB\n", a.model.c_str(),
               c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0);
   std::printf("threads %d, KV cache %s, block size %d, %d blocks\n", threads, kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
+  if (a.random_kv || a.kv_budget > 0)
+    std::printf("batched prompts: K/V %s; KV budget %d (%s)\n", a.random_kv ? "random (not computed)" : "prefilled", a.kv_budget,
+                a.kv_budget > 0 ? kv::token_eviction_name(a.evict.policy) : "keep all");
   std::fflush(stdout);
 
   // The workspace for the largest step (the prompt, or the batched sequences' prompts), so
@@ -165,6 +239,8 @@ int run_bench_model(const BenchModelArgs& a) {
     check();
   }
   d.release(main_seq);
+  d.budget = a.kv_budget;  // the batched runs only
+  d.evict = &a.evict;
 
   for (int B : a.batch) {
     if (B <= 0) continue;
@@ -176,7 +252,13 @@ int run_bench_model(const BenchModelArgs& a) {
       v.push_back(&s);
       toks.push_back(random_tokens(a.batch_prompt));
     }
-    if (!d.step(v, toks, logits)) {
+    bool placed = true;
+    if (a.random_kv) {
+      for (auto& s : seqs) placed = placed && d.fill_random(s, a.batch_prompt, rng);
+    } else {
+      placed = d.step(v, toks, logits);
+    }
+    if (!placed) {
       std::fprintf(stderr, "error: KV pool too small for batch %d\n", B);
       return 1;
     }
@@ -185,6 +267,10 @@ int run_bench_model(const BenchModelArgs& a) {
       for (auto& t : toks) t = random_tokens(1);
       d.step(v, toks, logits);
     }
+    int held = 0;  // KV entries the sequences attend to at the end
+    for (auto& s : seqs) held += s.pos - s.kv.num_evicted;
+    std::printf("batch %d: context %d, %d KV entries per sequence at the end, %lld blocks in use\n", B, seqs[0].pos,
+                held / B, static_cast<long long>(kv.usage().used));
     rows.push_back({"batched decode B=" + std::to_string(B) + " (" + std::to_string(a.batch_steps) + " steps)",
                     B * a.batch_steps, now_seconds() - t0});
     check();

@@ -138,6 +138,9 @@ struct BenchModelArgs {
   int batch_prompt = 8, batch_steps = 16;
   uint64_t seed = 1;
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // --kv-dtype
+  bool random_kv = false;  // --batch-kv random: the batched prompts' K/V written, not computed
+  int kv_budget = 0;       // --kv-budget for the batched runs (0 = keep all)
+  kv::TokenEvictionConfig evict;  // --kv-evict (defaults as the engine's)
 };
 void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
 int run_bench_model(const BenchModelArgs& a);

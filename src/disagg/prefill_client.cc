@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -217,6 +218,11 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
   if (!st.ok()) {
     out.error = from_grpc(st);
     out.reason = prefill_call_failure_reason(out.error.code());
+    if (out.error.code() == StatusCode::DeadlineExceeded) {  // name the limit: a long cold prefill on a slow worker hits it
+      char limit[64];
+      std::snprintf(limit, sizeof limit, "%g s", cfg_.transfer_timeout_s);
+      out.error = Status(out.error.code(), std::string("prefill and transfer not done within --kv-transfer-timeout ") + limit);
+    }
     // No answer at all: the worker is down (until the health check sees it again).
     if (out.error.code() == StatusCode::Unavailable && messages == 0) w.healthy = false;
     return out;

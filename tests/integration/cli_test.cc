@@ -190,6 +190,27 @@ TEST(Cli, KvBudgetFlags) {
   EXPECT_GT(parse_ids(budget.out).size(), 16u);  // past the pool (EOS may end it before 100)
 }
 
+// bench-model's batched runs under --kv-budget evict as the engine does: at the end each
+// sequence attends to exactly the budget, in budget / block-size blocks; without a budget
+// it holds its whole context. Prompt K/V computed or written at random: same KV state.
+TEST(Cli, BenchModelBatchedDecodeKeepsTheKvBudget) {
+  const std::string bm = "bench-model --model ../shared/models/synth-llama-small-f16.gguf -p 0 -n 0 -t 1 --batch 2 "
+                         "--batch-prompt 100 --batch-steps 20";
+  for (const char* fill : {"prefill", "random"}) {
+    const RunResult full = run(bm + " --batch-kv " + fill);
+    ASSERT_EQ(full.exit_code, 0) << full.err;
+    EXPECT_NE(full.out.find("batch 2: context 120, 120 KV entries per sequence at the end, 16 blocks in use"),
+              std::string::npos) << full.out;
+    for (const char* policy : {"h2o", "streaming"}) {
+      const RunResult kept = run(bm + " --batch-kv " + fill + " --kv-budget 64 --kv-evict " + policy);
+      ASSERT_EQ(kept.exit_code, 0) << kept.err;
+      EXPECT_NE(kept.out.find("batch 2: context 120, 64 KV entries per sequence at the end, 8 blocks in use"),
+                std::string::npos) << fill << " " << policy << "\n" << kept.out;
+    }
+  }
+  expect_one_line_error(run(bm + " --kv-budget 3"), "--kv-budget 3 is below --kv-sinks + --kv-recent");
+}
+
 TEST(Cli, BadModelFilesGiveOneLineErrors) {
   for (const char* cmd : {"generate --prompt hi --model ", "serve --port 1 --model ", "info --model "}) {
     expect_one_line_error(run(std::string(cmd) + "/nonexistent/model.gguf"), "cannot open");
