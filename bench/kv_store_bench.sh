@@ -8,6 +8,8 @@
 #  2. TTFT of one long prompt after a restart: cold (empty --kv-offload-dir) vs warm (the
 #     same directory a previous process filled), and the same through Redis.
 # Usage: bench/kv_store_bench.sh [trace|restart|all]   (from the repo root, Release build)
+# Env: MAX_REQUESTS (300), TIME_SCALE (0.25), REPS (3 restart repetitions), LONG_TOKENS (1500),
+#      OUT (keep logs, /metrics dumps and the bench JSON there), BASE (first of the ports used).
 set -euo pipefail
 BIN=${BIN:-build/pdserve}
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
@@ -15,8 +17,14 @@ LONG_MODEL=${LONG_MODEL:-../shared/models/synth-llama-small-f16.gguf}
 LONG_TOKENS=${LONG_TOKENS:-1500}
 TRACE=../shared/traces/mooncake_conversation_trace.jsonl
 BASE=${BASE:-18800}
+MAX_REQUESTS=${MAX_REQUESTS:-300}
+TIME_SCALE=${TIME_SCALE:-0.25}
+REPS=${REPS:-3}
 WORK=$(mktemp -d /tmp/pdserve-kvbench-XXXXXX)
+OUT=${OUT:-$WORK}  # logs, /metrics dumps and pdserve bench JSON land here
+mkdir -p "$OUT"
 PIDS=()
+stop_all() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=(); }
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
@@ -33,22 +41,30 @@ trace_run() {  # $1 = none | redis
   local d0=$((BASE + 1)) m0=$((BASE + 2)) d1=$((BASE + 3)) m1=$((BASE + 4)) r=$((BASE + 5)) rp=$((BASE + 6))
   local store=()
   if [ "$1" = redis ]; then start_redis "$rp"; store=(--kv-store "redis://127.0.0.1:$rp"); fi
-  "$BIN" decode --model "$MODEL" --port "$d0" --metrics-port "$m0" --threads 1 "${store[@]}" >"$WORK/d0.log" 2>&1 & PIDS+=($!)
-  "$BIN" decode --model "$MODEL" --port "$d1" --metrics-port "$m1" --threads 1 "${store[@]}" >"$WORK/d1.log" 2>&1 & PIDS+=($!)
+  "$BIN" decode --model "$MODEL" --port "$d0" --metrics-port "$m0" --threads 1 "${store[@]}" >"$OUT/d0-$1.log" 2>&1 & PIDS+=($!)
+  "$BIN" decode --model "$MODEL" --port "$d1" --metrics-port "$m1" --threads 1 "${store[@]}" >"$OUT/d1-$1.log" 2>&1 & PIDS+=($!)
   wait_http "$m0"; wait_http "$m1"
-  "$BIN" router --decode "127.0.0.1:$d0,127.0.0.1:$d1" --policy round_robin --port "$r" >"$WORK/router.log" 2>&1 & PIDS+=($!)
+  "$BIN" router --model "$MODEL" --decode "127.0.0.1:$d0,127.0.0.1:$d1" --policy round_robin --port "$r" >"$OUT/router-$1.log" 2>&1 & PIDS+=($!)
   wait_http "$r"
   local t0=$(date +%s.%N)
   "$BIN" bench --url "http://127.0.0.1:$r" --model stories260K --tokenizer "$MODEL" \
-    --trace mooncake "$TRACE" --length-scale 0.03125 --max-input 448 --max-output 32 --time-scale 0.25 \
-    --max-requests 300 --slo-ttft 200 --slo-tpot 20 --json "$WORK/$1.json" | grep -E "TTFT|Requests completed|Duration"
+    --trace mooncake "$TRACE" --length-scale 0.03125 --max-input 448 --max-output 32 --time-scale "$TIME_SCALE" \
+    --max-requests "$MAX_REQUESTS" --slo-ttft 200 --slo-tpot 20 --json "$OUT/trace-$1.json" >"$OUT/bench-$1.txt" 2>&1
   local t1=$(date +%s.%N)
-  local hits=$(( $(metric "$m0" pdserve_prefix_cache_hits_total) + $(metric "$m1" pdserve_prefix_cache_hits_total) ))
-  local queries=$(( $(metric "$m0" pdserve_prefix_cache_queries_total) + $(metric "$m1" pdserve_prefix_cache_queries_total) ))
-  local bytes=$(( $(metric "$m0" pdserve_kv_store_bytes_total) + $(metric "$m1" pdserve_kv_store_bytes_total) ))
-  local store_hits=$(( $(metric "$m0" pdserve_kv_store_hits_total) + $(metric "$m1" pdserve_kv_store_hits_total) ))
-  echo "store=$1 prefix_hits=$hits queries=$queries ratio=$(awk -v h=$hits -v q=$queries 'BEGIN{printf "%.1f %%", 100*h/q}') store_block_hits=$store_hits store_bytes=$bytes store_MB/s=$(awk -v b=$bytes -v a=$t0 -v z=$t1 'BEGIN{printf "%.2f", b/(z-a)/1e6}')"
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=()
+  grep -E "Workload|Requests completed|Duration|Request throughput|Goodput|Ideal prefix|\(ms\)|TTFT|TPOT" "$OUT/bench-$1.txt"
+  sum2() { echo $(( $(metric "$m0" "$1") + $(metric "$m1" "$1") )); }
+  local hits=$(sum2 pdserve_prefix_cache_hits_total) queries=$(sum2 pdserve_prefix_cache_queries_total)
+  local rd=0 wr=0
+  for m in "$m0" "$m1"; do
+    curl -s "http://127.0.0.1:$m/metrics" >"$OUT/metrics-$1-$m.txt"
+    rd=$((rd + $(awk '/^pdserve_kv_store_bytes_total/ && /direction="read"/ { s += $NF } END { printf "%.0f", s }' "$OUT/metrics-$1-$m.txt")))
+    wr=$((wr + $(awk '/^pdserve_kv_store_bytes_total/ && /direction="write"/ { s += $NF } END { printf "%.0f", s }' "$OUT/metrics-$1-$m.txt")))
+  done
+  echo "store=$1 prefix_hit_tokens=$hits queried=$queries ratio=$(awk -v h=$hits -v q=$queries 'BEGIN{printf "%.1f %%", 100*h/q}')" \
+       "store_block_hits=$(sum2 pdserve_kv_store_hits_total) misses=$(sum2 pdserve_kv_store_misses_total) writes=$(sum2 pdserve_kv_store_writes_total) errors=$(sum2 pdserve_kv_store_errors_total)" \
+       "read=$rd B write=$wr B over $(awk -v a=$t0 -v z=$t1 'BEGIN{printf "%.1f", z-a}') s:" \
+       "read $(awk -v b=$rd -v a=$t0 -v z=$t1 'BEGIN{printf "%.2f", b/(z-a)/1e6}') MB/s, write $(awk -v b=$wr -v a=$t0 -v z=$t1 'BEGIN{printf "%.2f", b/(z-a)/1e6}') MB/s"
+  stop_all
 }
 
 ttft_once() {  # $1 = port; a max_tokens=1 completion's wall time ≈ TTFT; prints ms and cached tokens
@@ -59,23 +75,27 @@ ttft_once() {  # $1 = port; a max_tokens=1 completion's wall time ≈ TTFT; prin
   echo "$(( (t1 - t0) / 1000000 )) ms, cached_tokens $(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["usage"]["prompt_tokens_details"]["cached_tokens"])')"
 }
 
-restart_run() {
+restart_run() {  # REPS times per tier: cold (empty tier) → restart → warm, then a repeat in the warm process (L1 hit)
   local p=$((BASE + 11)) rp=$((BASE + 12))
-  # A prompt of LONG_TOKENS token ids (ids, so the length is exact).
-  python3 -c "import random; random.seed(1); print([random.randrange(100, 30000) for _ in range($LONG_TOKENS)])" >"$WORK/prompt.json"
   start_redis "$rp"
-  for tier in disk redis; do
-    local flags=(--kv-offload-dir "$WORK/offload")
-    [ "$tier" = redis ] && flags=(--kv-store "redis://127.0.0.1:$rp")
-    rm -rf "$WORK/offload"
-    for phase in cold warm; do
-      "$BIN" serve --model "$LONG_MODEL" --port "$p" --ctx-size 2048 "${flags[@]}" >"$WORK/serve.log" 2>&1 & local sp=$!
-      wait_http "$p"
-      echo "$tier $phase: $(ttft_once "$p")"
-      sleep 1  # let the write-through finish before the restart (it also flushes at shutdown)
-      kill "$sp"; wait "$sp" 2>/dev/null || true
+  for rep in $(seq "$REPS"); do
+    # A prompt of LONG_TOKENS token ids (ids, so the length is exact), new per repetition.
+    python3 -c "import random; random.seed($rep); print([random.randrange(100, 30000) for _ in range($LONG_TOKENS)])" >"$WORK/prompt.json"
+    for tier in disk redis; do
+      local flags=(--kv-offload-dir "$WORK/offload")
+      [ "$tier" = redis ] && flags=(--kv-store "redis://127.0.0.1:$rp")
+      rm -rf "$WORK/offload"; redis-cli -p "$rp" flushall >/dev/null
+      for phase in cold warm; do
+        "$BIN" serve --model "$LONG_MODEL" --port "$p" --ctx-size 2048 "${flags[@]}" >"$OUT/serve-$tier-$phase-$rep.log" 2>&1 & local sp=$!
+        wait_http "$p"
+        echo "rep $rep $tier $phase (new process): $(ttft_once "$p")"
+        [ "$phase" = warm ] && echo "rep $rep $tier same process again (pool hit): $(ttft_once "$p")"
+        sleep 1  # let the write-through finish before the restart (it also flushes at shutdown)
+        kill "$sp"; wait "$sp" 2>/dev/null || true
+      done
     done
   done
+  stop_all
 }
 
 case "${1:-all}" in
