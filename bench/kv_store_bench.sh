@@ -4,9 +4,11 @@
 #     bench/RESULTS.md) through `pdserve router --policy round_robin` over two decode
 #     workers without a prefill worker (each prefills locally), without and with a shared
 #     Redis tier: prefix hit ratio (sum of the workers' pdserve_prefix_cache_hits_total /
-#     queries_total), TTFT p50/p99 (pdserve bench), the store's bytes/s.
+#     queries_total), TTFT p50/p99 (pdserve bench), the store's bytes/s, the workers' and
+#     redis-server's CPU seconds.
 #  2. TTFT of one long prompt after a restart: cold (empty --kv-offload-dir) vs warm (the
-#     same directory a previous process filled), and the same through Redis.
+#     same directory a previous process filled), and the same through Redis; wall time and
+#     the server's CPU time of a max_tokens=1 completion, plus a pool hit for reference.
 # Usage: bench/kv_store_bench.sh [trace|trace-none|trace-redis|restart|all]   (from the repo root, Release build)
 # Env: MAX_REQUESTS (300), TIME_SCALE (0.25), REPS (3 restart repetitions), LONG_TOKENS (1500),
 #      OUT (keep logs, /metrics dumps and the bench JSON there), BASE (first of the ports used).
