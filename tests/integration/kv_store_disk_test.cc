@@ -162,5 +162,26 @@ TEST(KvStoreDisk, BadTierFlagsAreOneLineErrorsAtStart) {
     expect_one_line_error(run_serve(std::string("--kv-store '") + url + "'"), "--kv-store");
 }
 
+// Checked before the model loads: with a model file that does not exist, the malformed
+// URL (not the missing model) is the one error, for every command with engine flags.
+TEST(KvStoreDisk, MalformedStoreUrlIsReportedBeforeTheModelLoads) {
+  const std::string err_path = ::testing::TempDir() + "pds_kvstore_early_" + std::to_string(::getpid()) + ".txt";
+  for (const char* cmd : {"serve --port 1", "decode --port 1", "prefill --port 1", "generate -p hi"}) {
+    const std::string line = std::string(PDSERVE_BIN) + " " + cmd + " --model /nonexistent/pdserve-model.gguf" +
+                             " --kv-store 'http://127.0.0.1:6379' >/dev/null 2>" + err_path;
+    pdserve::Run r;
+    const int status = std::system(line.c_str());
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(err_path);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    SCOPED_TRACE(cmd);
+    expect_one_line_error(r, "--kv-store");
+    EXPECT_EQ(r.err.find("pdserve-model.gguf"), std::string::npos) << r.err;
+  }
+  std::remove(err_path.c_str());
+}
+
 }  // namespace
 }  // namespace pdserve
