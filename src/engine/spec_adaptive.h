@@ -17,6 +17,7 @@ struct SpecState {
   double hits = 0, fails = 0;  // decayed accepted draft tokens and first rejections
   int gated = 0;       // cost-gate closings in a row (sets the idle backoff)
   bool probe = false;  // the gate's idle ran out: propose one token to re-measure
+  int verified = 0;    // verifications so far (the first one is never gated)
 };
 
 /// Estimated chance that a draft token is accepted once the ones before it were:
@@ -34,8 +35,9 @@ inline int spec_cost_k(double acceptance, double threshold, int k_max) {
 
 /// Draft tokens to ask for in this step (0: none), counting an idle step down.
 /// Without `adaptive`, always k_max. `threshold` (SpecCostModel::threshold; 0: none)
-/// caps k by spec_cost_k; when it allows no row the sequence idles 2^closings steps (at
-/// most 64), then probes with one token — except with threshold >= 1, where no
+/// caps k by spec_cost_k once the sequence had a verification (its first proposal
+/// measures its acceptance); when it allows no row the sequence idles 2^closings steps
+/// (at most 64), then probes with one token — except with threshold >= 1, where no
 /// acceptance could pay and it does not propose at all.
 inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold = 0) {
   if (!adaptive) return k_max;
@@ -45,7 +47,7 @@ inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold
     return 0;
   }
   const int k = std::min(st.k, k_max);
-  if (threshold <= 0) return k;
+  if (threshold <= 0 || st.verified == 0) return k;
   if (threshold >= 1) return 0;
   const int ck = spec_cost_k(spec_acceptance(st), threshold, k_max);
   if (ck > 0) {
@@ -70,6 +72,7 @@ inline void spec_update(SpecState& st, int k_max, int proposed, int accepted) {
   if (st.k < 0) st.k = k_max;
   st.hits = 0.8 * st.hits + accepted;
   st.fails = 0.8 * st.fails + (accepted < proposed ? 1 : 0);
+  ++st.verified;
   if (accepted >= proposed) {
     st.k = std::min(k_max, std::max(st.k, proposed) + 1);
     st.misses = 0;
