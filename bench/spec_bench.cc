@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/auto_reset_event.h"
+#include "base/log.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
+  set_log_level("warn");  // logs to stderr; the table is stdout
   engine::EngineConfig cfg;
   cfg.model_path = argv[1];
   const std::string kind = argv[2];

@@ -12,7 +12,7 @@
 # Environment: TOKENS (generated per request; default 256 for stories260K, 64 for the
 # synth), REPEATS (default 3; the table gives medians), TL (synth path, default
 # /tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf), SPEC_ARGS (extra spec_bench flags, e.g.
-# --no-spec-adaptive).
+# --no-spec-adaptive), LOG (where each run's line goes; default /dev/null).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -29,7 +29,7 @@ for part in "${parts[@]}"; do
     stories-story|stories-copy)
       "$build/bench/spec_bench" "$stories" "${part#stories-}" --batches 1,8,32 --tokens "${TOKENS:-256}" \
           --repeats "$repeats" --threads 1 --label stories260K \
-          --proposers "ngram,layerskip:2,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>/dev/null ;;
+          --proposers "ngram,layerskip:2,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
     tinyllama-copy)
       if [ ! -s "$tl" ]; then
         mkdir -p "$(dirname "$tl")"
@@ -37,7 +37,7 @@ for part in "${parts[@]}"; do
             --vocab-from ../shared/models/synth-llama-small-f16.gguf -o "$tl" >/dev/null
       fi
       "$build/bench/spec_bench" "$tl" copy --batches 1,8,32 --tokens "${TOKENS:-64}" --repeats "$repeats" \
-          --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers ngram ${SPEC_ARGS:-} 2>/dev/null ;;
+          --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers ngram ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   echo "# $part: load average after $(cut -d' ' -f1-3 /proc/loadavg)"
