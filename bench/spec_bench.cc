@@ -6,7 +6,7 @@
 //
 //   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
 //       [--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
-//       [--threads T] [--label NAME]
+//       [--threads T] [--label NAME] [--warmup N]
 //
 //   story: a story opening to continue (stories260K's training domain).
 //   copy:  a passage and the request to repeat it (an input-copying task; prompt lookup's
@@ -14,7 +14,10 @@
 // Decode tokens/s counts the tokens emitted after every request has its first token, over
 // the time from then to the last one's end (prefill, which speculation does not change,
 // stays out). Runs are interleaved (off, p1, p2, ..., off, p1, ...) with a fresh engine
-// each, so drift in the machine's load hits all proposers alike. Exit status 1 when some
+// each, so drift in the machine's load hits all proposers alike. Before the timed batch
+// each engine serves one untimed request of --warmup tokens (default 64; 0: none) with
+// another prompt, as a running server has: the speculative cost model (spec_cost.h) is
+// then fitted, and plain decoding gets the same warm-up. Exit status 1 when some
 // output differs from plain decoding's.
 #include <algorithm>
 #include <chrono>
@@ -59,7 +62,7 @@ std::string prompt_text(const std::string& kind, int i) {
          " and she loved to";
 }
 
-Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int max_tokens) {
+Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int max_tokens, int warmup) {
   auto e = engine::Engine::create(cfg);
   if (!e.ok()) {
     std::fprintf(stderr, "error: %s\n", e.error().c_str());
@@ -72,6 +75,16 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
   p.ignore_eos = true;
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < batch; ++i) prompts.push_back(tok.encode(prompt_text(kind, i), tok.vocab().add_bos, false));
+  if (warmup > 0) {  // an engine that has served before: its cost model is fitted
+    engine::SamplingParams w = p;
+    w.max_tokens = warmup;
+    auto s = e.value()->submit(tok.encode(prompt_text(kind, 1000), tok.vocab().add_bos, false), w);
+    engine::StreamDelta d;
+    while (s.ok()) {
+      if (!s.value()->next(d, std::chrono::milliseconds(1000))) continue;
+      if (d.finish != engine::FinishReason::None) break;
+    }
+  }
   auto ev = std::make_shared<AutoResetEvent>();
   Run r;
   r.outputs.resize(batch);
@@ -148,7 +161,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R] "
                  "[--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive] [--threads T] "
-                 "[--label NAME]\n",
+                 "[--label NAME] [--warmup N]\n",
                  argv[0]);
     return 2;
   }
@@ -161,7 +174,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<int> batches = {1, 8, 32};
-  int tokens = 128, repeats = 3;
+  int tokens = 128, repeats = 3, warmup = 64;
   std::vector<std::string> proposers = {"ngram"};
   std::string label = cfg.model_path.substr(cfg.model_path.find_last_of('/') + 1);
   for (int i = 3; i < argc; ++i) {
@@ -179,6 +192,7 @@ int main(int argc, char** argv) {
       batches.clear();
       for (const auto& b : split(v, ',')) batches.push_back(std::atoi(b.c_str()));
     } else if (f == "--tokens") tokens = std::atoi(v.c_str());
+    else if (f == "--warmup") warmup = std::max(0, std::atoi(v.c_str()));
     else if (f == "--repeats") repeats = std::max(1, std::atoi(v.c_str()));
     else if (f == "--proposers") proposers = split(v, ',');
     else if (f == "--spec-k") cfg.spec.k = std::atoi(v.c_str());
@@ -199,10 +213,10 @@ int main(int argc, char** argv) {
     std::vector<engine::MetricsSnapshot> last(proposers.size());
     std::vector<bool> same(proposers.size(), true);
     for (int rep = 0; rep < repeats; ++rep) {
-      const Run base = run(cfg, kind, batch, tokens);
+      const Run base = run(cfg, kind, batch, tokens, warmup);
       off_tps.push_back(base.decode_tps);
       for (size_t j = 0; j < proposers.size(); ++j) {
-        const Run s = run(with_proposer(cfg, proposers[j]), kind, batch, tokens);
+        const Run s = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
         tps[j].push_back(s.decode_tps);
         last[j] = s.metrics;
         same[j] = same[j] && s.outputs == base.outputs;
