@@ -85,6 +85,7 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
       if (d.finish != engine::FinishReason::None) break;
     }
   }
+  const engine::MetricsSnapshot before = e.value()->metrics();  // the warm-up's drafts stay out
   auto ev = std::make_shared<AutoResetEvent>();
   Run r;
   r.outputs.resize(batch);
@@ -122,6 +123,9 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
   r.e2e_tps = total / std::chrono::duration<double>(t1 - t0).count();
   r.decode_tps = after_start / std::max(1e-9, std::chrono::duration<double>(t1 - t_started).count());
   r.metrics = e.value()->metrics();
+  r.metrics.spec_drafts -= before.spec_drafts;
+  r.metrics.spec_draft_tokens -= before.spec_draft_tokens;
+  r.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
   return r;
 }
 
