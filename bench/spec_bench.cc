@@ -1,16 +1,36 @@
-// Speculative decoding throughput (issue #18): `batch` copies of a prompt decoded
-// together through the engine, with a proposer and without; reports generated tokens/s,
-// the acceptance rate and whether the outputs equal plain decoding's.
+// Speculative decoding throughput (issue #18): `batch` greedy requests with distinct
+// prompts decoded together through the engine, plainly and with each proposer; prints one
+// Markdown table row per (batch, proposer): decode tokens/s (median of the repeats), the
+// ratio to plain decoding, the acceptance rate (accepted / proposed tokens), the tokens
+// emitted per verification, and whether every output equals plain decoding's.
 //
-//   build/bench/spec_bench MODEL PROMPT_KIND BATCH TOKENS [--speculative M] [--spec-k K]
-//                          [--draft-layers L] [--draft-model F] [--threads T]
-//   PROMPT_KIND: story (a story opening to continue) or copy (a passage and the request
-//   to repeat it, an input-copying task).
+//   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
+//       [--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
+//       [--threads T] [--label NAME] [--warmup N]
+//
+//   story: a story opening to continue (stories260K's training domain).
+//   copy:  a passage and the request to repeat it (an input-copying task; prompt lookup's
+//          case).
+// Decode tokens/s counts the tokens emitted after every request has its first token, over
+// the time from then to the last one's end (prefill, which speculation does not change,
+// stays out). Runs are interleaved (off, p1, p2, ..., off, p1, ...) with a fresh engine
+// each, so drift in the machine's load hits all proposers alike. Before the timed batch
+// each engine serves one untimed request of --warmup tokens (default 64; 0: none) with
+// another prompt, as a running server has: the speculative cost model (spec_cost.h) is
+// then fitted, and plain decoding gets the same warm-up. Exit status 1 when some
+// output differs from plain decoding's.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "base/auto_reset_event.h"
+#include "base/log.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,78 +38,212 @@ using namespace pdserve;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct Run {
-  double seconds = 0;
-  int64_t tokens = 0;
+  double decode_tps = 0;   // tokens after all first tokens / that window
+  double e2e_tps = 0;      // all tokens / submit-to-end
   std::vector<std::vector<int32_t>> outputs;
   engine::MetricsSnapshot metrics;
 };
 
-Run run(engine::EngineConfig cfg, const std::string& text, int batch, int max_tokens) {
+/// Prompt i of `kind` (distinct for i < 32).
+std::string prompt_text(const std::string& kind, int i) {
+  static const char* names[] = {"Lily", "Tom", "Sue", "Ben", "Mia", "Max", "Anna", "Sam"};
+  static const char* things[] = {"ball", "kite", "box", "cat"};
+  static const char* colors[] = {"red", "blue", "green", "yellow"};
+  const std::string name = names[i % 8], thing = things[(i / 8) % 4], color = colors[(i / 8 + i) % 4];
+  if (kind == "copy")
+    return "Repeat the story. Story: " + name + " had a big " + color + " " + thing + ". " + name +
+           " liked to play with the " + thing + " in the park. One day the " + thing +
+           " went over the fence. " + name + " was sad. Then a kind lady gave the " + thing + " back. " + name +
+           " said thank you and smiled. Repeat: " + name + " had a big " + color + " " + thing + ".";
+  return "Once upon a time, there was a little girl named " + name + ". She had a " + color + " " + thing +
+         " and she loved to";
+}
+
+Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int max_tokens, int warmup) {
   auto e = engine::Engine::create(cfg);
   if (!e.ok()) {
     std::fprintf(stderr, "error: %s\n", e.error().c_str());
-    std::exit(1);
+    std::exit(2);
   }
   const auto& tok = e.value()->tokenizer();
-  const auto prompt = tok.encode(text, tok.vocab().add_bos, false);
   engine::SamplingParams p;
   p.temperature = 0;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
-  Run r;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<engine::RequestStream>> streams;
-  for (int i = 0; i < batch; ++i) streams.push_back(e.value()->submit(prompt, p).value());
-  for (auto& s : streams) {
-    std::vector<int32_t> out;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < batch; ++i) prompts.push_back(tok.encode(prompt_text(kind, i), tok.vocab().add_bos, false));
+  if (warmup > 0) {  // an engine that has served before: its cost model is fitted
+    engine::SamplingParams w = p;
+    w.max_tokens = warmup;
+    auto s = e.value()->submit(tok.encode(prompt_text(kind, 1000), tok.vocab().add_bos, false), w);
     engine::StreamDelta d;
-    while (true) {
-      if (!s->next(d, std::chrono::milliseconds(1000))) continue;
-      out.insert(out.end(), d.tokens.begin(), d.tokens.end());
+    while (s.ok()) {
+      if (!s.value()->next(d, std::chrono::milliseconds(1000))) continue;
       if (d.finish != engine::FinishReason::None) break;
     }
-    r.tokens += static_cast<int64_t>(out.size());
-    r.outputs.push_back(std::move(out));
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const engine::MetricsSnapshot before = e.value()->metrics();  // the warm-up's drafts stay out
+  auto ev = std::make_shared<AutoResetEvent>();
+  Run r;
+  r.outputs.resize(batch);
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  std::vector<bool> done(batch, false);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < batch; ++i) {
+    auto s = e.value()->submit(prompts[i], p);
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.error().c_str());
+      std::exit(2);
+    }
+    s.value()->set_push_event(ev);
+    streams.push_back(s.value());
+  }
+  int n_done = 0, n_started = 0;
+  int64_t after_start = 0;  // tokens emitted once every request had its first token
+  Clock::time_point t_started{};
+  while (n_done < batch) {
+    ev->wait_until(Clock::now() + std::chrono::milliseconds(5));
+    engine::StreamDelta d;
+    for (int i = 0; i < batch; ++i) {
+      while (!done[i] && streams[i]->next(d, std::chrono::milliseconds(0))) {
+        if (n_started == batch) after_start += static_cast<int64_t>(d.tokens.size());
+        const bool first = r.outputs[i].empty() && !d.tokens.empty();
+        r.outputs[i].insert(r.outputs[i].end(), d.tokens.begin(), d.tokens.end());
+        if (first && ++n_started == batch) t_started = Clock::now();
+        if (d.finish != engine::FinishReason::None) done[i] = true, ++n_done;
+      }
+    }
+  }
+  const auto t1 = Clock::now();
+  int64_t total = 0;
+  for (const auto& o : r.outputs) total += static_cast<int64_t>(o.size());
+  r.e2e_tps = total / std::chrono::duration<double>(t1 - t0).count();
+  r.decode_tps = after_start / std::max(1e-9, std::chrono::duration<double>(t1 - t_started).count());
   r.metrics = e.value()->metrics();
+  r.metrics.spec_drafts -= before.spec_drafts;
+  r.metrics.spec_draft_tokens -= before.spec_draft_tokens;
+  r.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
   return r;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, sep);)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// `cfg` with proposer spec "off", "ngram", "layerskip:L" or "draft:FILE".
+engine::EngineConfig with_proposer(engine::EngineConfig cfg, const std::string& spec) {
+  const auto colon = spec.find(':');
+  const std::string m = spec.substr(0, colon), arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (m == "off") cfg.spec.method = engine::SpecMethod::kOff;
+  else if (m == "ngram") cfg.spec.method = engine::SpecMethod::kNgram;
+  else if (m == "layerskip") cfg.spec.method = engine::SpecMethod::kLayerSkip, cfg.spec.draft_layers = std::atoi(arg.c_str());
+  else if (m == "draft") cfg.spec.method = engine::SpecMethod::kDraft, cfg.spec.draft_model = arg;
+  else {
+    std::fprintf(stderr, "error: --proposers: unknown proposer '%s' (off, ngram, layerskip:L, draft:FILE)\n", spec.c_str());
+    std::exit(2);
+  }
+  return cfg;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: %s MODEL story|copy BATCH TOKENS [--speculative M] [--spec-k K] [--draft-layers L] [--draft-model F] [--threads T]\n", argv[0]);
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: %s MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R] "
+                 "[--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive] [--threads T] "
+                 "[--label NAME] [--warmup N]\n",
+                 argv[0]);
     return 2;
   }
+  set_log_level("warn");  // logs to stderr; the table is stdout
   engine::EngineConfig cfg;
   cfg.model_path = argv[1];
   const std::string kind = argv[2];
-  const int batch = std::atoi(argv[3]), tokens = std::atoi(argv[4]);
-  engine::EngineConfig on = cfg;
-  for (int i = 5; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
-    if (f == "--speculative") on.spec.method = v == "ngram" ? engine::SpecMethod::kNgram : v == "layerskip" ? engine::SpecMethod::kLayerSkip : v == "draft" ? engine::SpecMethod::kDraft : engine::SpecMethod::kOff;
-    else if (f == "--spec-k") on.spec.k = std::atoi(v.c_str());
-    else if (f == "--draft-layers") on.spec.draft_layers = std::atoi(v.c_str());
-    else if (f == "--draft-model") on.spec.draft_model = v;
-    else if (f == "--threads") cfg.threads = on.threads = std::atoi(v.c_str());
+  if (kind != "story" && kind != "copy") {
+    std::fprintf(stderr, "error: task must be story or copy; got '%s'\n", kind.c_str());
+    return 2;
   }
-  const std::string story = "Once upon a time, there was a little girl named Lily. She loved to play outside";
-  const std::string copy =
-      "Repeat the story. Story: Tom had a big red ball. He liked to throw it to his dog Max. One day the ball "
-      "went over the fence. Max barked and Tom was sad. Then a kind lady gave the ball back. Repeat: Tom had a big red ball.";
-  const std::string& text = kind == "copy" ? copy : story;
-  const Run base = run(cfg, text, batch, tokens);
-  const Run spec = run(on, text, batch, tokens);
-  const auto& m = spec.metrics;
-  std::printf("%s %s batch=%d tokens=%d: off %.1f tok/s, %s %.1f tok/s (%.2fx), acceptance %.1f%% (%lld/%lld drafted), outputs %s\n",
-              argv[1], kind.c_str(), batch, tokens, base.tokens / base.seconds, engine::spec_method_name(on.spec.method),
-              spec.tokens / spec.seconds, (spec.tokens / spec.seconds) / (base.tokens / base.seconds),
-              m.spec_draft_tokens ? 100.0 * m.spec_accepted_tokens / m.spec_draft_tokens : 0.0,
-              static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_draft_tokens),
-              base.outputs == spec.outputs ? "identical" : "DIFFER");
-  return base.outputs == spec.outputs ? 0 : 1;
+  std::vector<int> batches = {1, 8, 32};
+  int tokens = 128, repeats = 3, warmup = 64;
+  std::vector<std::string> proposers = {"ngram"};
+  std::string label = cfg.model_path.substr(cfg.model_path.find_last_of('/') + 1);
+  for (int i = 3; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--no-spec-adaptive") {
+      cfg.spec.adaptive = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "error: %s needs a value\n", f.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (f == "--batches") {
+      batches.clear();
+      for (const auto& b : split(v, ',')) batches.push_back(std::atoi(b.c_str()));
+    } else if (f == "--tokens") tokens = std::atoi(v.c_str());
+    else if (f == "--warmup") warmup = std::max(0, std::atoi(v.c_str()));
+    else if (f == "--repeats") repeats = std::max(1, std::atoi(v.c_str()));
+    else if (f == "--proposers") proposers = split(v, ',');
+    else if (f == "--spec-k") cfg.spec.k = std::atoi(v.c_str());
+    else if (f == "--threads") cfg.threads = std::atoi(v.c_str());
+    else if (f == "--label") label = v;
+    else {
+      std::fprintf(stderr, "error: unknown flag %s\n", f.c_str());
+      return 2;
+    }
+  }
+  proposers.erase(std::remove(proposers.begin(), proposers.end(), "off"), proposers.end());
+  bool all_identical = true;
+  std::printf("| model | task | batch | proposer | decode tok/s | vs off | acceptance | tokens / verification | outputs |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (const int batch : batches) {
+    std::vector<double> off_tps;
+    std::vector<std::vector<double>> tps(proposers.size());
+    std::vector<engine::MetricsSnapshot> last(proposers.size());
+    std::vector<bool> same(proposers.size(), true);
+    for (int rep = 0; rep < repeats; ++rep) {
+      const Run base = run(cfg, kind, batch, tokens, warmup);
+      off_tps.push_back(base.decode_tps);
+      for (size_t j = 0; j < proposers.size(); ++j) {
+        const Run s = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
+        tps[j].push_back(s.decode_tps);
+        last[j] = s.metrics;
+        same[j] = same[j] && s.outputs == base.outputs;
+        std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f)\n", batch, rep,
+                     base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps);
+      }
+    }
+    const double off = median(off_tps);
+    std::printf("| %s | %s | %d | off | %.1f | 1.00 | | | |\n", label.c_str(), kind.c_str(), batch, off);
+    for (size_t j = 0; j < proposers.size(); ++j) {
+      const auto& m = last[j];
+      const double t = median(tps[j]);
+      std::string name = proposers[j];
+      if (name.rfind("draft:", 0) == 0) name = "draft " + name.substr(name.find_last_of('/') + 1);
+      std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %s |\n", label.c_str(),
+                  kind.c_str(), batch, name.c_str(), t, t / off,
+                  m.spec_draft_tokens ? 100.0 * m.spec_accepted_tokens / m.spec_draft_tokens : 0.0,
+                  static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_draft_tokens),
+                  m.spec_drafts ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / m.spec_drafts : 0.0,
+                  same[j] ? "identical" : "DIFFER");
+      all_identical = all_identical && same[j];
+    }
+    std::fflush(stdout);
+  }
+  return all_identical ? 0 : 1;
 }

@@ -437,6 +437,7 @@ bool EngineImpl::step() {
     if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, l);
     sample_next(s, l);
   }
+  end_spec_step();
   return true;
 }
 

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/grammar_cache.h"
 #include "engine/scheduler.h"
+#include "engine/spec_cost.h"
 #include "engine/spec_proposer.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_tiers.h"
@@ -123,6 +124,12 @@ class EngineImpl final : public Engine {
   /// After scheduling: trims proposals to the slots granted, or runs a proposer that
   /// needs them; a plan entry with a proposal then covers 1 + spec_draft.size() tokens.
   void finish_drafts(std::vector<ScheduledSeq>& plan);
+  void finish_drafts_plan(std::vector<ScheduledSeq>& plan);
+  /// Proposer::propose, its time counted for the cost model (spec_cost.h).
+  void timed_propose(const std::vector<Sequence*>& seqs, const std::vector<int>& ks,
+                     std::vector<std::vector<int32_t>>& drafts);
+  /// At the end of a step: a decode-only step's time goes into the cost model.
+  void end_spec_step();
   /// `s` ran its last token and its proposal as rows with `logits` ([rows][n_vocab]):
   /// samples each row as plain decoding would, keeps the tokens up to the first that
   /// differs from the proposal (or the end), rolls the KV of the rest back. Returns the
@@ -145,6 +152,7 @@ class EngineImpl final : public Engine {
   CacheBlockAccess blocks_;
   GrammarCache grammars_;
   std::unique_ptr<Proposer> proposer_;  // null without --speculative
+  SpecStepTiming spec_timing_;           // what draft rows cost (spec_cost.h)
   EngineMetrics metrics_;
   std::mutex remote_mu_;
   std::condition_variable remote_idle_;              // remote_inflight_ reached 0

@@ -14,13 +14,16 @@
 // the outputs and give up that acceptance.)
 #include <algorithm>
 
+#include "base/clock.h"
 #include "engine/engine_impl.h"
 
 namespace pdserve::engine::detail {
 
 void EngineImpl::prepare_drafts() {
   if (!proposer_) return;
-  std::vector<Sequence*> seqs;
+  spec_timing_.step_start = now_seconds();
+  spec_timing_.proposer_seconds = 0;
+  std::vector<Sequence*> seqs, decodes;
   std::vector<int> ks;
   sched_.for_each([&](Sequence* s) {
     s->spec_want = 0;
@@ -28,21 +31,27 @@ void EngineImpl::prepare_drafts() {
     // Running decodes only (waiting and awaiting sequences have nothing computed), not
     // with token eviction (one token per step) nor on a prefill worker's sink sequences.
     if (s->num_computed == 0 || s->num_uncomputed() != 1 || s->kv_budget > 0 || s->kv_sink) return;
+    decodes.push_back(s);
+  });
+  // The acceptance a draft row must beat to pay for itself at this batch size.
+  const double threshold = spec_timing_.cost.threshold(static_cast<int>(decodes.size()));
+  if (cfg_.spec.adaptive && !decodes.empty() && spec_timing_.cost.plain_step()) return;
+  for (Sequence* s : decodes) {
     // Positions past max_len are never emitted: at most max_len - size - 1 proposals
     // (the bonus token of the last row makes up the rest).
     const int room = s->max_len - static_cast<int>(s->tokens.size()) - 1;
-    const int k = std::min(room, spec_next_k(s->spec, cfg_.spec.k, cfg_.spec.adaptive));
-    if (k <= 0) return;
+    const int k = std::min(room, spec_next_k(s->spec, cfg_.spec.k, cfg_.spec.adaptive, threshold));
+    if (k <= 0) continue;
     seqs.push_back(s);
     ks.push_back(k);
-  });
+  }
   if (seqs.empty()) return;
   if (proposer_->after_schedule()) {
     for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->spec_want = ks[i];
     return;
   }
   std::vector<std::vector<int32_t>> drafts;
-  proposer_->propose(seqs, ks, drafts);
+  timed_propose(seqs, ks, drafts);
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (drafts[i].size() > static_cast<size_t>(ks[i])) drafts[i].resize(ks[i]);
     seqs[i]->spec_draft = std::move(drafts[i]);
@@ -52,6 +61,35 @@ void EngineImpl::prepare_drafts() {
 
 void EngineImpl::finish_drafts(std::vector<ScheduledSeq>& plan) {
   if (!proposer_) return;
+  finish_drafts_plan(plan);
+  // What the step runs, for the cost model (end_spec_step).
+  spec_timing_.rows = 0;
+  spec_timing_.decode_only = !plan.empty();
+  for (const ScheduledSeq& p : plan) {
+    spec_timing_.rows += p.n_tokens;
+    spec_timing_.decode_only = spec_timing_.decode_only && p.seq->num_uncomputed() == 1;
+  }
+}
+
+void EngineImpl::end_spec_step() {
+  if (!proposer_ || !spec_timing_.decode_only) return;
+  spec_timing_.decode_only = false;
+  spec_timing_.cost.observe_step(spec_timing_.rows,
+                                 now_seconds() - spec_timing_.step_start - spec_timing_.proposer_seconds);
+}
+
+void EngineImpl::timed_propose(const std::vector<Sequence*>& seqs, const std::vector<int>& ks,
+                               std::vector<std::vector<int32_t>>& drafts) {
+  const double t0 = now_seconds();
+  proposer_->propose(seqs, ks, drafts);
+  const double dt = now_seconds() - t0;
+  int tokens = 0;
+  for (const auto& d : drafts) tokens += static_cast<int>(d.size());
+  spec_timing_.proposer_seconds += dt;
+  spec_timing_.cost.observe_proposer(tokens, dt);
+}
+
+void EngineImpl::finish_drafts_plan(std::vector<ScheduledSeq>& plan) {
   std::vector<Sequence*> seqs;
   std::vector<int> ks;
   std::vector<ScheduledSeq*> entries;
@@ -72,7 +110,7 @@ void EngineImpl::finish_drafts(std::vector<ScheduledSeq>& plan) {
   }
   if (seqs.empty()) return;
   std::vector<std::vector<int32_t>> drafts;
-  proposer_->propose(seqs, ks, drafts);
+  timed_propose(seqs, ks, drafts);
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (drafts[i].size() > static_cast<size_t>(ks[i])) drafts[i].resize(ks[i]);
     seqs[i]->spec_draft = std::move(drafts[i]);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/spec_adaptive.h"
+#include "engine/spec_cost.h"
 #include "engine/spec_ngram.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
@@ -64,6 +65,66 @@ TEST(SpecAdaptive, BacksOffToIdleStepsAndRecovers) {
   engine::spec_update(fixed, 4, 4, 0);
   engine::spec_update(fixed, 4, 4, 0);
   EXPECT_EQ(engine::spec_next_k(fixed, 4, false), 4);  // not adaptive: always k_max
+}
+
+TEST(SpecCost, FitsStepTimeAgainstRowsAndPricesADraftRow) {
+  // Steps of 4 and 20 rows taking 10 ms + 0.5 ms per row: a = 10 ms, b = 0.5 ms.
+  engine::SpecCostModel m;
+  EXPECT_EQ(m.threshold(1), 0);  // no fit yet: no gating
+  for (int i = 0; i < 40; ++i) {
+    const int rows = i % 2 ? 4 : 20;
+    m.observe_step(rows, 0.010 + 0.0005 * rows);
+  }
+  EXPECT_NEAR(m.step_seconds(), 0.010, 1e-9);
+  EXPECT_NEAR(m.row_seconds(), 0.0005, 1e-9);
+  // Per token with B sequences: (a + b·B) / B; a row pays above b / that.
+  EXPECT_NEAR(m.threshold(1), 0.0005 / 0.0105, 1e-9);
+  EXPECT_NEAR(m.threshold(32), 0.0005 / ((0.010 + 0.016) / 32), 1e-9);
+  m.observe_step(4, 1.0);  // a preempted step: ignored
+  EXPECT_NEAR(m.step_seconds(), 0.010, 1e-9);
+  // A proposer at 1 ms per drafted token makes every row cost 1.5 ms.
+  m.observe_proposer(4, 0.004);
+  EXPECT_NEAR(m.threshold(1), 0.0015 / 0.0105, 1e-9);
+  // Steps that all have the same rows say nothing about a row's cost: no fit.
+  engine::SpecCostModel steady;
+  for (int i = 0; i < 100; ++i) steady.observe_step(8, 0.02);
+  EXPECT_EQ(steady.threshold(1), 0);
+}
+
+TEST(SpecCost, PlainStepsSpreadTheRowsForTheFit) {
+  engine::SpecCostModel m;
+  int plain = 0;
+  for (int i = 0; i < 16; ++i) plain += m.plain_step();
+  EXPECT_EQ(plain, 4);  // every 4th before the first fit
+}
+
+TEST(SpecAdaptive, CostGateCutsKToRowsThatPayAndProbes) {
+  EXPECT_EQ(engine::spec_cost_k(0.9, 0.5, 8), 6);  // 0.9^6 = 0.53 > 0.5 > 0.9^7
+  EXPECT_EQ(engine::spec_cost_k(0.5, 0.6, 4), 0);
+  EXPECT_EQ(engine::spec_cost_k(0.5, 0, 4), 4);
+  engine::SpecState st;
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.99), 4);  // the first proposal is not gated below 1
+  engine::spec_update(st, 4, 4, 4);                       // acceptance (4.5 / 5) = 0.9
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.5), 4);    // 0.9^4 = 0.66 > 0.5
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.85), 1);   // only 0.9 > 0.85
+  engine::spec_update(st, 4, 1, 0);                       // acceptance 3.7 / 5.2 = 0.71
+  // Closed gate: 2 idle steps, then a 1-token probe; closed again: 4 idle steps.
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.8), 0);
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.8), 0);
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.8), 0);
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.8), 1);
+  engine::spec_update(st, 4, 1, 0);  // second miss in a row: 4 idle steps, then the probe
+  int idle = 0;
+  while (engine::spec_next_k(st, 4, true, 0.8) == 0 && idle < 100) ++idle;
+  EXPECT_EQ(idle, 4);
+  engine::spec_update(st, 4, 1, 1);  // accepted, but 3.55 / 5.49 = 0.65 < 0.8: closed again
+  idle = 0;
+  while (engine::spec_next_k(st, 4, true, 0.8) == 0 && idle < 100) ++idle;
+  EXPECT_EQ(idle, 5);  // the closing step + 4 idle steps (second closing in a row), then the probe
+  // A row that no acceptance pays for (threshold >= 1): no proposal, no probe.
+  engine::SpecState slow;  // not even a first proposal
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(engine::spec_next_k(slow, 4, true, 1.2), 0);
+  EXPECT_EQ(engine::spec_next_k(slow, 4, false, 1.2), 4);  // not adaptive: no gate
 }
 
 TEST(SpecRollback, TruncateReturnsTailBlocksButNeverCachedOnes) {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Reproduces the speculative-decoding table of bench/RESULTS.md (issue #18): decode tok/s
+# and acceptance with each proposer vs plain decoding, at batch 1, 8 and 32, on
+#   stories260K: story continuation and an input-copying task (ngram, layerskip, draft);
+#   the TinyLlama-1.1B-shape Q4_0 synth: the input-copying task (ngram).
+# Each part is one build/bench/spec_bench run (see its header); run them under the bench
+# lock on an idle machine. The synth model is made with `pdserve synth` if missing.
+#
+#   bench/spec_bench.sh [BUILD_DIR] [PART...]
+#     BUILD_DIR  a Release build with pdserve and bench/spec_bench (default: build)
+#     PART       stories-story, stories-copy, tinyllama-copy (default: all three)
+# Environment: TOKENS (generated per request; default 256 for stories260K, 64 for the
+# synth), REPEATS (default 3; the table gives medians), TL (synth path, default
+# /tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf), SPEC_ARGS (extra spec_bench flags, e.g.
+# --no-spec-adaptive), LOG (where each run's line goes; default /dev/null).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(stories-story stories-copy tinyllama-copy)
+stories=../shared/models/stories260K.gguf
+tl=${TL:-/tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf}
+repeats=${REPEATS:-3}
+echo "# $(date -u '+%F %T UTC') $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(git rev-parse --short HEAD)"
+for part in "${parts[@]}"; do
+  echo "# $part: load average before $(cut -d' ' -f1-3 /proc/loadavg)"
+  case $part in
+    stories-story|stories-copy)
+      "$build/bench/spec_bench" "$stories" "${part#stories-}" --batches 1,8,32 --tokens "${TOKENS:-256}" \
+          --repeats "$repeats" --threads 1 --label stories260K \
+          --proposers "ngram,layerskip:2,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
+    tinyllama-copy)
+      if [ ! -s "$tl" ]; then
+        mkdir -p "$(dirname "$tl")"
+        "$build/pdserve" synth --shape tinyllama-1.1b --type Q4_0 \
+            --vocab-from ../shared/models/synth-llama-small-f16.gguf -o "$tl" >/dev/null
+      fi
+      "$build/bench/spec_bench" "$tl" copy --batches 1,8,32 --tokens "${TOKENS:-64}" --repeats "$repeats" \
+          --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers ngram ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+  echo "# $part: load average after $(cut -d' ' -f1-3 /proc/loadavg)"
+done
