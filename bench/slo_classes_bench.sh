@@ -6,6 +6,10 @@
 # Usage (from the repo root, Release build):
 #   bench/slo_classes_bench.sh capacity RATE...   classes off at each rate: completed req/s
 #   bench/slo_classes_bench.sh compare RATE       classes off, then on, at RATE
+#   bench/slo_classes_bench.sh on|off RATE        one of them
+#   bench/slo_classes_bench.sh saturate C         classes off, closed loop of C clients for
+#                                                 DURATION s: the saturated req/s (capacity)
+#   bench/slo_classes_bench.sh all C              saturate C, then compare at FACTOR (1.5) x it
 # Environment: MODEL, THREADS (2), DURATION (arrivals for D s, default 120), SEED, PORT,
 # OUT (directory for the JSON reports, default /tmp/pdserve-slo-bench), SERVE_ARGS (extra
 # `pdserve serve` flags), HIGH / LOW (the --class specs).
@@ -18,8 +22,9 @@ SEED=${SEED:-1}
 PORT=${PORT:-18950}
 OUT=${OUT:-/tmp/pdserve-slo-bench}
 SERVE_ARGS=${SERVE_ARGS:-}
-HIGH=${HIGH:-high:share=0.5,input=uniform:32:96,output=64,ttft_ms=300,tpot_ms=50}
-LOW=${LOW:-low:share=0.5,input=uniform:1024:2048,output=128,ttft_ms=10000,tpot_ms=500}
+FACTOR=${FACTOR:-1.5}
+HIGH=${HIGH:-high:share=0.5,input=uniform:16:48,output=32,ttft_ms=300,tpot_ms=50}
+LOW=${LOW:-low:share=0.5,input=uniform:384:768,output=64,ttft_ms=10000,tpot_ms=500}
 mkdir -p "$OUT"
 PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; }
@@ -35,12 +40,13 @@ start_server() {
 }
 stop_server() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; }
 
-run() {  # $1 = off | on, $2 = rate
-  local name="$1-rate$2" field=()
+run() {  # $1 = off | on, $2 = rate (closed-C: a closed loop of C clients)
+  local name="$1-rate$2" field=() load=(--rate "$2")
   [ "$1" = off ] && field=(--no-class-field)
+  case "$2" in closed-*) load=(--concurrency "${2#closed-}") ;; esac
   start_server
   echo "== classes $1, rate $2 req/s, $(date -u +%FT%TZ), load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$BIN" bench --url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" --rate "$2" --duration "$DURATION" \
+  "$BIN" bench --url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" "${load[@]}" --duration "$DURATION" \
     --seed "$SEED" --class "$HIGH" --class "$LOW" "${field[@]}" --no-progress --json "$OUT/$name.json"
   echo "   load after: $(cut -d' ' -f1-3 /proc/loadavg)"
   curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^pdserve_(num_preemptions|preemptions)_total' || true
@@ -50,5 +56,13 @@ run() {  # $1 = off | on, $2 = rate
 case "${1:-}" in
   capacity) shift; for r in "$@"; do run off "$r"; done ;;
   compare) run off "$2"; run on "$2" ;;
-  *) echo "usage: $0 capacity RATE... | compare RATE" >&2; exit 2 ;;
+  on|off) run "$1" "$2" ;;
+  saturate) run off "closed-$2" ;;
+  all)
+    run off "closed-$2"
+    cap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["request_throughput"])' "$OUT/off-rateclosed-$2.json")
+    rate=$(python3 -c "print(round($FACTOR * $cap, 3))")
+    echo "capacity $cap req/s -> rate $rate req/s"
+    run off "$rate"; run on "$rate" ;;
+  *) echo "usage: $0 capacity RATE... | compare RATE | saturate C | all C" >&2; exit 2 ;;
 esac
