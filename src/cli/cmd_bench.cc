@@ -45,6 +45,12 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--input-len", c.input_len, "synthetic prompt tokens: N | uniform:LO:HI | normal:MEAN:STD | exp:MEAN")
       ->default_val("128");
   cmd->add_option("--output-len", c.output_len, "synthetic output tokens (same forms as --input-len)")->default_val("128");
+  cmd->add_option("--class", c.class_mix,
+                  "synthetic: a request class of a mix (repeat per class): NAME:share=F,input=DIST,output=DIST,"
+                  "ttft_ms=X,tpot_ms=Y; NAME is sent as \"slo_class\"; per-class attainment and goodput reported")
+      ->excludes(trace);
+  cmd->add_flag("--no-class-field{false}", c.send_class,
+                "with --class: do not send \"slo_class\" (the classes-off baseline of the same load)");
   cmd->add_option("--seed", c.seed, "seed for prompts and synthetic arrivals/lengths")->default_val(0);
   // Requests.
   cmd->add_option("--temperature", c.temperature, "sampling temperature sent")->default_val(0.0)->check(kFinite & CLI::NonNegativeNumber);

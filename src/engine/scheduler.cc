@@ -106,6 +106,30 @@ int Scheduler::tpot_chunk_cap() const {
   return std::max(fit, kv_.block_size());
 }
 
+void Scheduler::plan_tpot_fit() {
+  step_fit_ = 0;
+  tightest_tpot_ = 0;
+  if (!classes_seen_ || step_s_per_token_ <= 0) return;
+  for (const auto& s : running_)
+    if (s->num_uncomputed() == 1 && s->tpot_target > 0 && (tightest_tpot_ == 0 || s->tpot_target < tightest_tpot_))
+      tightest_tpot_ = s->tpot_target;
+  if (tightest_tpot_ > 0) step_fit_ = std::max(1, static_cast<int>(tightest_tpot_ / step_s_per_token_));
+}
+
+bool Scheduler::decode_fits(const Sequence& s, int planned_tokens) const {
+  if (step_fit_ <= 0) return true;
+  if (s.tpot_target > 0 && s.tpot_target <= tightest_tpot_) return true;  // the tightest target always runs
+  return planned_tokens + 1 <= step_fit_;
+}
+
+int Scheduler::fit_room(const Sequence& s, int budget) const {
+  if (step_fit_ <= 0) return budget;
+  const int left = step_fit_ - (cfg_.max_batched_tokens - budget);
+  if (s.tpot_target > 0 && s.tpot_target <= tightest_tpot_)  // the tightest class: at least a block
+    return std::min(budget, std::max(left, kv_.block_size()));
+  return std::min(budget, left);
+}
+
 bool Scheduler::make_room(const Sequence& s, Shortage what, std::vector<ScheduledSeq>& plan, int& budget) {
   if (s.slo_class < 0) return false;
   if (what == Shortage::kBudget) {
@@ -174,6 +198,7 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   int budget = cfg_.max_batched_tokens;
   reserved_copies_ = 0;
   chunk_cap_ = tpot_chunk_cap();
+  plan_tpot_fit();
 
   std::vector<Sequence*> order;
   for (auto& s : running_) order.push_back(s.get());
@@ -186,7 +211,10 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
       if (budget <= 0) break;
       const bool decode = s->num_uncomputed() == 1;
       if (decode != (phase == 0) || !still_running(s)) continue;
-      const int n = decode ? 1 + draft_slots(*s, budget) : chunk(*s, budget);
+      if (decode && !decode_fits(*s, cfg_.max_batched_tokens - budget)) continue;  // skips a step, keeps its blocks
+      const int room = decode ? budget : fit_room(*s, budget);
+      if (room <= 0) continue;  // a lower-class prefill chunk skips a step that is full
+      const int n = decode ? 1 + draft_slots(*s, budget) : chunk(*s, room);
       if (!ensure_blocks(*s, n, plan)) continue;  // `s` was preempted
       plan.push_back({s, n, s->num_computed + n >= static_cast<int>(s->tokens.size())});
       budget -= n;
@@ -204,8 +232,10 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     while (chunk(s, budget) < chunk(s, cfg_.max_batched_tokens) && make_room(s, Shortage::kBudget, plan, budget)) {
     }
     if (budget <= 0) break;
+    const int room = fit_room(s, budget);  // what the tightest running TPOT target leaves
+    if (room <= 0) break;
     int n = 0;
-    const Admit a = admit(s, budget, n);
+    const Admit a = admit(s, room, n);
     if (a == Admit::kNoRoom) {
       if (make_room(s, Shortage::kKv, plan, budget)) continue;
       break;

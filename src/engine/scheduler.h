@@ -144,6 +144,18 @@ class Scheduler {
   /// The most prompt tokens one prefill chunk may have so that a step stays within the
   /// tightest TPOT target of the running decodes (measured cost per token); 0 = no cap.
   int tpot_chunk_cap() const;
+  /// Sets step_fit_: the tokens a step may hold within the tightest TPOT target of the
+  /// running decodes (tightest_tpot_), by the measured cost per token; 0 = no cap.
+  void plan_tpot_fit();
+  /// Whether the decode of `s` joins a step that already holds `planned_tokens`: a decode
+  /// whose TPOT target is looser than the tightest (a lower class) skips the step, keeping
+  /// its seat and blocks, once the step holds what fits in the tightest target — so many
+  /// low-class decodes cannot stretch the step past the high class's TPOT.
+  bool decode_fits(const Sequence& s, int planned_tokens) const;
+  /// The tokens a prefill chunk of `s` may have when `budget` is left: what step_fit_
+  /// leaves (0 ⇒ a lower-class chunk skips the step), at least a block for the tightest
+  /// class (its TTFT); `budget` when there is no step_fit_.
+  int fit_room(const Sequence& s, int budget) const;
 
   SchedulerConfig cfg_;
   kv::KvCacheManager& kv_;
@@ -160,6 +172,8 @@ class Scheduler {
   bool classes_seen_ = false;      // a classed sequence was added: class order in force
   double step_s_per_token_ = 0;    // measured forward cost (EWMA), 0 = not measured yet
   int chunk_cap_ = 0;              // this step's tpot_chunk_cap()
+  int step_fit_ = 0;               // this step's plan_tpot_fit()
+  double tightest_tpot_ = 0;
 };
 
 }  // namespace pdserve::engine

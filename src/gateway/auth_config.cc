@@ -178,7 +178,9 @@ Status read_key(const Ctx& c, int line, const json& j, const AuthConfig& cfg, Ke
   if (!have_class) k.slo_class = t->second.slo_class;
   if (!have_models) k.models = t->second.models;
   if (k.allowed_classes.empty()) k.allowed_classes = t->second.allowed_classes;
+  // A key may always ask for its own class and its tenant's default class.
   k.allowed_classes.push_back(k.slo_class);
+  k.allowed_classes.push_back(t->second.slo_class);
   if (k.name.empty()) k.name = k.hash_hex.substr(0, 8);
   k.line = line;
   return Status::Ok();

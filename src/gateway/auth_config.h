@@ -9,6 +9,7 @@
 //     "tenants": {
 //       "acme": {"slo_class": "medium",                // default class of its keys
 //                "allowed_slo_classes": ["high", "low"], // a request's `slo_class` may pick these
+//                                                       // (and always its key's and its tenant's class)
 //                "limits": {"requests_per_minute": 600, "tokens_per_minute": 100000, "max_concurrent": 16},
 //                "models": ["stories260K"],            // absent ⇒ every model
 //                "share_cache_group": "g1"}            // tenants naming one group share prefix-cache blocks
@@ -51,7 +52,8 @@ struct KeyConfig {
   std::string name;    // for logs and metrics ("" ⇒ the hash's first 8 hex digits)
   std::string tenant;
   SloClass slo_class = SloClass::kMedium;  // resolved: the key's, else the tenant's
-  std::vector<SloClass> allowed_classes;   // resolved, slo_class included
+  std::vector<SloClass> allowed_classes;   // resolved: the key's list, else the tenant's, plus
+                                           // the key's slo_class and the tenant's slo_class
   Limits limits;
   std::vector<std::string> models;         // resolved: the key's, else the tenant's (empty ⇒ all)
   int line = 0;                            // where the key is in the file (1-based)

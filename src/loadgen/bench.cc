@@ -32,6 +32,7 @@ std::string join_url(std::string base, const std::string& endpoint) {
 
 Result<Workload> build_workload(const BenchConfig& cfg, int64_t min_input) {
   if (!cfg.trace_format.empty()) {
+    if (!cfg.class_mix.empty()) return Status::InvalidArgument("--class makes a synthetic load; it excludes --trace");
     auto fmt = parse_trace_format(cfg.trace_format);
     if (!fmt.ok()) return fmt.status();
     auto trace = read_trace(fmt.value(), cfg.trace_path);
@@ -42,6 +43,15 @@ Result<Workload> build_workload(const BenchConfig& cfg, int64_t min_input) {
     return w;
   }
   SyntheticOptions o;
+  auto mix = parse_class_mix(cfg.class_mix);
+  if (!mix.ok()) return mix.status();
+  for (const ClassSpec& c : mix.value()) {
+    auto ci = LengthDist::parse(c.input);
+    auto co = LengthDist::parse(c.output);
+    if (!ci.ok()) return ci.status();
+    if (!co.ok()) return co.status();
+    o.classes.push_back({c.name, c.share, ci.value(), co.value()});
+  }
   auto in = LengthDist::parse(cfg.input_len);
   if (!in.ok()) return in.status();
   auto out = LengthDist::parse(cfg.output_len);
@@ -60,7 +70,8 @@ Result<Workload> build_workload(const BenchConfig& cfg, int64_t min_input) {
   return make_synthetic(o, min_input);
 }
 
-std::string request_body(const BenchConfig& cfg, const std::string& prompt, int64_t max_tokens) {
+std::string request_body(const BenchConfig& cfg, const std::string& prompt, int64_t max_tokens,
+                         const std::string& slo_class) {
   nlohmann::json j = nlohmann::json::object();
   if (!cfg.model.empty()) j["model"] = cfg.model;
   j["prompt"] = prompt;
@@ -69,6 +80,7 @@ std::string request_body(const BenchConfig& cfg, const std::string& prompt, int6
   j["stream"] = true;
   j["stream_options"] = {{"include_usage", true}};
   if (cfg.ignore_eos) j["ignore_eos"] = true;
+  if (!slo_class.empty()) j["slo_class"] = slo_class;
   if (!cfg.extra_body.empty()) {
     const nlohmann::json extra = nlohmann::json::parse(cfg.extra_body, nullptr, /*allow_exceptions=*/false);
     if (extra.is_object()) j.merge_patch(extra);  // run_bench rejects anything else up front
@@ -81,6 +93,10 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
     auto extra = nlohmann::json::parse(cfg.extra_body, nullptr, false);
     if (extra.is_discarded() || !extra.is_object()) return Status::InvalidArgument("--extra-body must be a JSON object");
   }
+  if (!cfg.class_mix.empty() && cfg.slo.set())
+    return Status::InvalidArgument("--class sets each class's SLO (ttft_ms=, tpot_ms=); drop --slo-ttft/--slo-tpot");
+  auto mix = parse_class_mix(cfg.class_mix);
+  if (!mix.ok()) return mix.status();
   auto file = gguf::GgufFile::open(cfg.tokenizer);
   if (!file.ok()) return file.status().annotate("tokenizer");
   auto tok = tokenizer::Tokenizer::from_gguf(*file.value());
@@ -95,6 +111,7 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
   rep.config = cfg;
   rep.workload = w.description;
   rep.block_tokens = w.block_tokens;
+  rep.classes = mix.value();
   if (w.block_tokens > 0) rep.prefix = ideal_prefix_hits(w);
   std::vector<RequestSpec> specs;
   specs.reserve(w.items.size());
@@ -102,7 +119,9 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
     const WorkItem& it = w.items[i];
     auto p = synth.value().synthesize(it.input_len, it.hash_ids, w.block_tokens, /*request_seed=*/i);
     if (!p.ok()) return p.status().annotate("request " + std::to_string(i));
-    specs.push_back({it.arrival_s, request_body(cfg, p.value().text, it.output_len)});
+    const std::string cls = it.cls >= 0 && cfg.send_class ? rep.classes[static_cast<size_t>(it.cls)].name : "";
+    specs.push_back({it.arrival_s, request_body(cfg, p.value().text, it.output_len, cls)});
+    rep.class_of.push_back(it.cls);
     rep.expected_input.push_back(it.input_len);
     rep.expected_output.push_back(it.output_len);
   }
@@ -131,13 +150,24 @@ Result<BenchReport> run_bench(const BenchConfig& cfg) {
       rep.records[k] = std::move(rep.records[i]);
       rep.expected_input[k] = rep.expected_input[i];
       rep.expected_output[k] = rep.expected_output[i];
+      rep.class_of[k] = rep.class_of[i];
       ++k;
     }
+    rep.class_of.resize(k);
     rep.records.resize(k);
     rep.expected_input.resize(k);
     rep.expected_output.resize(k);
   }
   rep.summary = summarize_run(rep.records, rep.expected_input, cfg.slo);
+  if (!rep.classes.empty()) {
+    rep.class_summary =
+        summarize_classes(rep.records, rep.expected_input, rep.class_of, rep.classes, rep.summary.duration_s);
+    rep.summary.good_requests = 0;
+    for (const ClassSummary& c : rep.class_summary) rep.summary.good_requests += c.attained;
+    rep.summary.goodput = rep.summary.duration_s > 0
+                              ? static_cast<double>(rep.summary.good_requests) / rep.summary.duration_s
+                              : 0.0;
+  }
   return rep;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "loadgen/class_mix.h"
 #include "loadgen/stats.h"
 #include "loadgen/stream_client.h"
 #include "loadgen/workload.h"
@@ -28,6 +29,8 @@ struct BenchConfig {
   double rate = 0;
   int concurrency = 0;                        // requests in flight at most (0 = no limit)
   std::string input_len = "128", output_len = "128";
+  std::vector<std::string> class_mix;         // --class specs (class_mix.h); synthetic only
+  bool send_class = true;                     // send each request's class as "slo_class"
   uint64_t seed = 0;
   // Request body.
   double temperature = 0;
@@ -47,7 +50,11 @@ struct BenchReport {
   std::vector<int64_t> expected_input;   // per request: synthesized prompt tokens
   std::vector<int64_t> expected_output;  // per request: max_tokens
   std::vector<RequestRecord> records;
-  Summary summary;
+  Summary summary;                       // with a class mix: goodput counts each request
+                                         // against its own class's SLO
+  std::vector<ClassSpec> classes;        // the class mix (shares normalised), empty without
+  std::vector<int> class_of;             // per request: index into classes (-1: none)
+  std::vector<ClassSummary> class_summary;
   std::string started_at;                // UTC, ISO 8601
 };
 
@@ -55,8 +62,10 @@ struct BenchReport {
 /// to a tokenizer whose shortest prompt is `min_input` tokens.
 Result<Workload> build_workload(const BenchConfig& cfg, int64_t min_input);
 
-/// The JSON body of one streaming completion request.
-std::string request_body(const BenchConfig& cfg, const std::string& prompt, int64_t max_tokens);
+/// The JSON body of one streaming completion request (with `"slo_class": slo_class` when
+/// that is not empty).
+std::string request_body(const BenchConfig& cfg, const std::string& prompt, int64_t max_tokens,
+                         const std::string& slo_class = {});
 
 /// Runs the whole benchmark (progress on stderr when cfg.progress).
 Result<BenchReport> run_bench(const BenchConfig& cfg);

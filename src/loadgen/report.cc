@@ -38,6 +38,27 @@ nlohmann::json dist_json(const Distribution& d) {
 
 }  // namespace
 
+std::string format_class_table(const BenchReport& r) {
+  std::string out = "---------------------------------------\n";
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%-8s %6s %6s %6s %17s %9s %17s %17s  %s\n", "class", "share", "sent", "failed",
+                "attained", "goodput", "TTFT p50/p99", "TPOT p50/p99", "SLO (TTFT/TPOT ms)");
+  out += buf;
+  for (size_t i = 0; i < r.class_summary.size(); ++i) {
+    const ClassSummary& c = r.class_summary[i];
+    const double share = i < r.classes.size() ? r.classes[i].share : 0;
+    const std::string att = std::to_string(c.attained) + " (" + fmt("%.1f%%", 100.0 * c.attainment) + ")";
+    const std::string slo = (c.slo.ttft_ms > 0 ? fmt("%g", c.slo.ttft_ms) : "-") + " / " +
+                            (c.slo.tpot_ms > 0 ? fmt("%g", c.slo.tpot_ms) : "-");
+    std::snprintf(buf, sizeof(buf), "%-8s %6.2f %6zu %6zu %17s %9s %17s %17s  %s\n", c.name.c_str(), share, c.requests,
+                  c.failed, att.c_str(), fmt("%.2f", c.goodput).c_str(),
+                  (fmt("%.0f", c.ttft_ms.p50) + "/" + fmt("%.0f", c.ttft_ms.p99)).c_str(),
+                  (fmt("%.1f", c.tpot_ms.p50) + "/" + fmt("%.1f", c.tpot_ms.p99)).c_str(), slo.c_str());
+    out += buf;
+  }
+  return out;
+}
+
 std::string format_table(const BenchReport& r) {
   const Summary& s = r.summary;
   const BenchConfig& c = r.config;
@@ -55,7 +76,11 @@ std::string format_table(const BenchReport& r) {
   out += row("Request throughput (req/s)", fmt("%.2f", s.request_throughput));
   out += row("Output token throughput (tok/s)", fmt("%.1f", s.output_throughput));
   out += row("Total token throughput (tok/s)", fmt("%.1f", s.total_token_throughput));
-  if (s.goodput) {
+  if (s.goodput && !r.classes.empty()) {
+    out += row("Goodput (req/s)", fmt("%.2f", *s.goodput) + "  (" + std::to_string(s.good_requests) + "/" +
+                                      std::to_string(s.completed + s.failed) + " within their class's SLO)");
+    out += row("slo_class field", c.send_class ? "sent" : "not sent (classes off)");
+  } else if (s.goodput) {
     std::string slo;
     if (c.slo.ttft_ms > 0) slo += "TTFT <= " + fmt("%g", c.slo.ttft_ms) + " ms";
     if (c.slo.tpot_ms > 0) slo += std::string(slo.empty() ? "" : ", ") + "TPOT <= " + fmt("%g", c.slo.tpot_ms) + " ms";
@@ -77,6 +102,7 @@ std::string format_table(const BenchReport& r) {
   out += dist_row("TPOT", s.tpot_ms);
   out += dist_row("ITL", s.itl_ms);
   out += dist_row("E2E", s.e2e_ms);
+  if (!r.classes.empty()) out += format_class_table(r);
   out += "=======================================\n";
   return out;
 }
@@ -108,6 +134,18 @@ nlohmann::json report_json(const BenchReport& r) {
       {"slo_ttft_ms", c.slo.ttft_ms > 0 ? nlohmann::json(c.slo.ttft_ms) : nlohmann::json(nullptr)},
       {"slo_tpot_ms", c.slo.tpot_ms > 0 ? nlohmann::json(c.slo.tpot_ms) : nlohmann::json(nullptr)},
   };
+  if (!r.classes.empty()) {
+    nlohmann::json mix = nlohmann::json::array();
+    for (const ClassSpec& k : r.classes)
+      mix.push_back({{"name", k.name},
+                     {"share", k.share},
+                     {"input_len", k.input},
+                     {"output_len", k.output},
+                     {"slo_ttft_ms", k.slo.ttft_ms > 0 ? nlohmann::json(k.slo.ttft_ms) : nlohmann::json(nullptr)},
+                     {"slo_tpot_ms", k.slo.tpot_ms > 0 ? nlohmann::json(k.slo.tpot_ms) : nlohmann::json(nullptr)}});
+    cfg["classes"] = std::move(mix);
+    cfg["send_class"] = c.send_class;
+  }
   nlohmann::json sum = {
       {"requests", s.requests},
       {"completed", s.completed},
@@ -129,6 +167,14 @@ nlohmann::json report_json(const BenchReport& r) {
       {"prefix_hit_tokens_ideal", r.prefix ? nlohmann::json(r.prefix->hit_tokens) : nlohmann::json(nullptr)},
       {"percentile_method", "linear interpolation between closest ranks (numpy default)"},
   };
+  if (!r.classes.empty()) {
+    nlohmann::json per = nlohmann::json::object();
+    for (const ClassSummary& k : r.class_summary)
+      per[k.name] = {{"requests", k.requests},     {"completed", k.completed},   {"failed", k.failed},
+                     {"attained", k.attained},     {"attainment", k.attainment}, {"goodput", k.goodput},
+                     {"ttft_ms", dist_json(k.ttft_ms)}, {"tpot_ms", dist_json(k.tpot_ms)}};
+    sum["classes"] = std::move(per);
+  }
   nlohmann::json reqs = nlohmann::json::array();
   for (size_t i = 0; i < r.records.size(); ++i) {
     const RequestRecord& rec = r.records[i];
@@ -147,6 +193,8 @@ nlohmann::json report_json(const BenchReport& r) {
         {"chunks", rec.chunk_s.size()},
         {"http_status", rec.http_status},
     };
+    const int cls = i < r.class_of.size() && static_cast<size_t>(r.class_of[i]) < r.classes.size() ? r.class_of[i] : -1;
+    if (cls >= 0) q["slo_class"] = r.classes[static_cast<size_t>(cls)].name;
     nlohmann::json chunks = nlohmann::json::array();
     for (double t : rec.chunk_s) chunks.push_back(std::round(t * 1e6) / 1e6);
     q["chunk_s"] = std::move(chunks);
@@ -155,6 +203,7 @@ nlohmann::json report_json(const BenchReport& r) {
       q["e2e_ms"] = m.e2e_s * 1000.0;
       q["tpot_ms"] = m.tpot_s ? nlohmann::json(*m.tpot_s * 1000.0) : nlohmann::json(nullptr);
       q["meets_slo"] = c.slo.set() ? nlohmann::json(meets_slo(m, c.slo)) : nlohmann::json(nullptr);
+      if (cls >= 0) q["meets_slo"] = meets_slo(m, r.classes[static_cast<size_t>(cls)].slo);
     } else {
       q["error"] = rec.error;
     }

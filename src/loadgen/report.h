@@ -12,6 +12,10 @@ namespace pdserve::loadgen {
 /// The human-readable result table (workload and scaling first).
 std::string format_table(const BenchReport& r);
 
+/// The per-class rows of a class mix: share, requests sent / failed, SLO attainment,
+/// goodput, TTFT and TPOT p50/p99 (ms) and the class's SLO.
+std::string format_class_table(const BenchReport& r);
+
 /// The JSON report: "config", "workload", "summary" (latencies in ms, throughputs per
 /// second) and "requests" (one object per request: lengths, usage, latencies, error, and
 /// "chunk_s", the arrival of every text chunk in seconds from the run start).

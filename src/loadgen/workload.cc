@@ -125,8 +125,24 @@ Workload make_synthetic(const SyntheticOptions& o, int64_t min_input) {
       if (o.duration_s > 0 && t >= o.duration_s) break;
       it.arrival_s = t;
     }
-    it.input_len = clamp_len(o.input.sample(rng), min_input, o.max_input);
-    it.output_len = clamp_len(o.output.sample(rng), 1, o.max_output);
+    const LengthDist* in = &o.input;
+    const LengthDist* out = &o.output;
+    if (!o.classes.empty()) {
+      const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      double acc = 0;
+      it.cls = static_cast<int>(o.classes.size()) - 1;
+      for (size_t c = 0; c < o.classes.size(); ++c) {
+        acc += o.classes[c].share;
+        if (u < acc) {
+          it.cls = static_cast<int>(c);
+          break;
+        }
+      }
+      in = &o.classes[static_cast<size_t>(it.cls)].input;
+      out = &o.classes[static_cast<size_t>(it.cls)].output;
+    }
+    it.input_len = clamp_len(in->sample(rng), min_input, o.max_input);
+    it.output_len = clamp_len(out->sample(rng), 1, o.max_output);
     w.items.push_back(std::move(it));
   }
   std::ostringstream d;
@@ -139,7 +155,13 @@ Workload make_synthetic(const SyntheticOptions& o, int64_t min_input) {
   } else {
     d << "synthetic, " << w.items.size() << " requests, all at t=0";
   }
-  d << ", input " << o.input.describe() << ", output " << o.output.describe();
+  if (o.classes.empty()) {
+    d << ", input " << o.input.describe() << ", output " << o.output.describe();
+  } else {
+    for (const auto& c : o.classes)
+      d << "; " << c.name << " " << fmt_num(100.0 * c.share) << "%: input " << c.input.describe() << ", output "
+        << c.output.describe();
+  }
   if (o.max_input) d << ", input <= " << o.max_input;
   if (o.max_output) d << ", output <= " << o.max_output;
   w.description = d.str();

@@ -18,6 +18,7 @@ struct WorkItem {
   int64_t input_len = 0;          // prompt tokens, BOS included
   int64_t output_len = 0;         // max_tokens
   std::vector<int64_t> hash_ids;  // ids of the prompt's leading blocks (Workload::block_tokens each)
+  int cls = -1;                   // index into SyntheticOptions::classes (-1: no class mix)
 };
 
 /// A run's requests, sorted by arrival.
@@ -67,6 +68,14 @@ struct SyntheticOptions {
   int64_t max_input = 0, max_output = 0;
   uint64_t seed = 0;
   int closed_loop_clients = 0;  // for the description only (the client enforces it)
+  /// A class mix (`--class`): when not empty, each request draws its class by `share`
+  /// (fractions summing to 1), then its lengths from that class instead of input/output.
+  struct ClassDraw {
+    std::string name;
+    double share = 1;
+    LengthDist input, output;
+  };
+  std::vector<ClassDraw> classes;
 };
 Workload make_synthetic(const SyntheticOptions& o, int64_t min_input);
 

@@ -306,12 +306,21 @@ void HttpServer::Impl::setup_routes() {
 }
 
 void HttpServer::Impl::setup_api_routes() {
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, models_json(engine.model_name(), created, engine.context_length()));
+  // With an auth file a key sees only the models it may use (the pre-routing handler has
+  // authenticated it already): the list leaves the others out, and their id is a 404.
+  const auto visible = [this](const httplib::Request& req) {
+    if (gw->open()) return true;
+    auto who = gw->authenticate(req.get_header_value("Authorization"));
+    return who.ok() && (!who.value().key || who.value().key->allows_model(engine.model_name()));
+  };
+  svr.Get("/v1/models", [this, visible](const httplib::Request& req, httplib::Response& res) {
+    json list = models_json(engine.model_name(), created, engine.context_length());
+    if (!visible(req)) list["data"] = json::array();
+    send_json(res, 200, list);
   });
-  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+  svr.Get(R"(/v1/models/(.+))", [this, visible](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
-    if (id != engine.model_name()) {
+    if (id != engine.model_name() || !visible(req)) {
       send_error(res, model_not_found(id, 404));
       return;
     }

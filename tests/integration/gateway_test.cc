@@ -137,6 +137,23 @@ TEST(Gateway, WrongKey401ModelNotAllowed404AndRateLimitHeaders) {
   ASSERT_TRUE(listed);
   EXPECT_EQ(listed->status, 200);
   EXPECT_EQ(listed->get_header_value("x-ratelimit-limit-tokens"), "1000");
+  // /v1/models lists only the models the key may use, and another's id is a 404.
+  const json all = json::parse(listed->body);
+  ASSERT_EQ(all["data"].size(), 1u);
+  const std::string served = all["data"][0]["id"];
+  auto hidden = client(srv.port()).Get("/v1/models", {{"Authorization", "Bearer k-model"}});
+  ASSERT_TRUE(hidden);
+  EXPECT_EQ(hidden->status, 200);
+  EXPECT_EQ(json::parse(hidden->body)["object"], "list");
+  EXPECT_TRUE(json::parse(hidden->body)["data"].empty()) << hidden->body;
+  auto one = client(srv.port()).Get("/v1/models/" + served, {{"Authorization", "Bearer k-model"}});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 404);
+  EXPECT_EQ(error_code(one), "model_not_found");
+  auto mine = client(srv.port()).Get("/v1/models/" + served, {{"Authorization", "Bearer k-basic"}});
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->status, 200);
+  EXPECT_EQ(json::parse(mine->body)["id"], served);
   // Larger than the whole tokens-per-minute limit: 429, no Retry-After (waiting cannot help).
   auto big = complete(srv.port(), "k-limits", {{"max_tokens", 2000}});
   ASSERT_TRUE(big);

@@ -153,6 +153,38 @@ TEST_F(SloSchedulerTest, PrefillChunkFitsTheTightestRunningTpot) {
   EXPECT_EQ(tokens_of(sched_->schedule(), big), 400 - 19);
 }
 
+TEST_F(SloSchedulerTest, LowerClassDecodesSkipAStepThatWouldOverrunTheTightestTpot) {
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = 512;
+  make(1000, cfg);
+  std::vector<Sequence*> high, low;
+  for (int i = 0; i < 4; ++i) low.push_back(add(10 + i, 4, 1.0 + i, kLow, 0, /*tpot=*/0.5));
+  for (int i = 0; i < 3; ++i) high.push_back(add(i, 4, 5.0 + i, kHigh, 0, /*tpot=*/0.005));
+  run(sched_->schedule());  // every prompt in one step; all seven decode from now on
+  sched_->observe_step(100, 0.1);  // 1 ms per token: 5 tokens fit in the high class's 5 ms
+  const auto plan = sched_->schedule();
+  for (Sequence* h : high) EXPECT_TRUE(in(plan, h)) << "the tightest class always decodes";
+  EXPECT_TRUE(in(plan, low[0]));
+  EXPECT_TRUE(in(plan, low[1]));
+  EXPECT_FALSE(in(plan, low[2])) << "a sixth token would overrun 5 ms";
+  EXPECT_FALSE(in(plan, low[3]));
+  EXPECT_EQ(sched_->num_running(), 7u) << "skipped, not preempted";
+  EXPECT_EQ(sched_->num_preemptions(), 0);
+  // A full step takes no lower-class prefill, and a high-class prompt gets one block.
+  Sequence* big = add(20, 100, 9.0, kLow, 0, 0.5);
+  Sequence* h4 = add(3, 12, 9.5, kHigh, 0, 0.005);
+  const auto full = sched_->schedule();
+  EXPECT_FALSE(in(full, big)) << "a low prefill chunk would overrun 5 ms";
+  EXPECT_EQ(tokens_of(full, h4), kBs) << "the high prompt progresses by one block";
+  sched_->finish(big);
+  sched_->finish(h4);
+  run(plan);
+  // Without a high-class decode running, every low decode fits its own 500 ms again.
+  for (Sequence* h : high) sched_->finish(h);
+  const auto next = sched_->schedule();
+  for (Sequence* l : low) EXPECT_TRUE(in(next, l));
+}
+
 TEST(SloEngine, PreemptedLowRequestsFinishAsTheyDoAlone) {
   EngineConfig cfg;
   cfg.max_seqs = 2;

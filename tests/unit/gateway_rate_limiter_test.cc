@@ -178,6 +178,45 @@ TEST(AuthConfig, SharedCacheGroupAndInheritance) {
   EXPECT_EQ(c->keys[0].limits.requests_per_minute, 5);
 }
 
+TEST(AuthConfig, AKeyMayAskForItsOwnAndItsTenantsDefaultClass) {
+  // The README's example: tenant default medium, high allowed; the key's own class low.
+  auto c = config(R"({"tenants": {"acme": {"slo_class": "medium", "allowed_slo_classes": ["high"]},
+                                   "solo": {"slo_class": "low"}},
+                      "keys": [{"key_sha256": ")" + std::string(64, 'a') + R"(", "tenant": "acme", "slo_class": "low"},
+                               {"key_sha256": ")" + std::string(64, 'b') + R"(", "tenant": "solo"},
+                               {"key_sha256": ")" + std::string(64, 'c') + R"(", "tenant": "acme",
+                                "allowed_slo_classes": ["low"]}]})");
+  ASSERT_TRUE(c);
+  const KeyConfig& ci = c->keys[0];
+  EXPECT_EQ(ci.slo_class, SloClass::kLow);
+  EXPECT_TRUE(ci.allows_class(SloClass::kLow));     // its own
+  EXPECT_TRUE(ci.allows_class(SloClass::kMedium));  // its tenant's default
+  EXPECT_TRUE(ci.allows_class(SloClass::kHigh));    // the tenant's list
+  const KeyConfig& solo = c->keys[1];
+  EXPECT_TRUE(solo.allows_class(SloClass::kLow));
+  EXPECT_FALSE(solo.allows_class(SloClass::kMedium));
+  EXPECT_FALSE(solo.allows_class(SloClass::kHigh));
+  const KeyConfig& own = c->keys[2];  // its own list replaces the tenant's; the default stays
+  EXPECT_EQ(own.slo_class, SloClass::kMedium);
+  EXPECT_TRUE(own.allows_class(SloClass::kLow));
+  EXPECT_TRUE(own.allows_class(SloClass::kMedium));
+  EXPECT_FALSE(own.allows_class(SloClass::kHigh));
+  // Through the gateway: asking for the tenant's default is admitted, another class not.
+  FakeClock fc;
+  Gateway g(c, "", fc.clock());
+  Principal who;
+  who.config = c;
+  who.key = &ci;
+  who.tenant = &c->tenants.at("acme");
+  auto r = g.admit(who, "m", SloClass::kMedium, 1, nullptr);
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<RequestLease>>(r));
+  EXPECT_EQ(std::get<0>(r)->slo_class(), SloClass::kMedium);
+  Principal s2{c, &solo, &c->tenants.at("solo")};
+  auto refused = g.admit(s2, "m", SloClass::kHigh, 1, nullptr);
+  ASSERT_TRUE(std::holds_alternative<Refusal>(refused));
+  EXPECT_EQ(std::get<Refusal>(refused).kind, Refusal::Kind::kBadClass);
+}
+
 TEST(AuthConfig, ErrorsNameTheLine) {
   auto syntax = parse_auth_config("{\n  \"tenants\": {},\n  \"keys\": [\n    {\"tenant\": \"a\",,}\n  ]\n}\n", "f.json");
   ASSERT_FALSE(syntax.ok());
