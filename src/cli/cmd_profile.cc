@@ -32,13 +32,12 @@ void add_profile_command(CLI::App& app, ProfileArgs& a) {
 int run_profile(ProfileArgs& a) {
   planner::ProfileOptions& o = a.opts;
   if (a.quick) {
-    o.chunks = {16, 64, 256};
+    o.chunks = {16, 32, 64, 128, 256};
     o.cached = {0, 128};
-    o.batches = {1, 4, 16};
+    o.batches = {1, 2, 4, 8};
     o.contexts = {32, 256};
-    o.decode_steps = 10;
+    o.decode_steps = 24;
     o.transfer_bytes = {64 << 10, 1 << 20};
-    o.repeats = std::min(o.repeats, 3);
   }
   o.engine.prefix_cache = true;
   o.progress = [](const std::string& s) { std::fprintf(stderr, "profile: %s\n", s.c_str()); };
