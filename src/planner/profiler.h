@@ -5,9 +5,11 @@
 //            once (its p tokens, whole blocks, enter the prefix cache), then p + c tokens
 //            sharing those p: the time from submit to the first token (one step of c
 //            tokens after a cache hit of p, plus the engine's admission and sampling).
-//   decode   for each (batch b, context n): b prompts of n tokens, each generating
-//            steps + 2 tokens together; the step time is the mean gap between tokens of
-//            one stream while all b sequences decode; context = n + steps / 2.
+//   decode   for each (batch b, context n): b prompts of n tokens (sharing their leading
+//            whole blocks through the prefix cache, so that setting up costs one prefill),
+//            each generating steps + 2 tokens together; the step time is the mean gap
+//            between tokens of one stream while all b sequences decode (each attends to its
+//            n + i keys as with distinct prompts); context = n + steps / 2.
 //   transfer for each size: the KV blocks of that many bytes encoded as the prefill
 //            worker sends them (disagg::encode_blocks, codec "none", CRC32C), serialised
 //            as protobuf, written through a loopback TCP socket, parsed and decoded
