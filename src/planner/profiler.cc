@@ -330,7 +330,10 @@ Profile measure_profile(const ProfileOptions& o) {
         std::vector<double> in_window;  // stream 0's token times while all b decode
         for (double t : runs[0].token_times)
           if (t >= all_started && t <= first_end) in_window.push_back(t);
-        if (in_window.size() >= 3) ts.push_back((in_window.back() - in_window.front()) / double(in_window.size() - 1));
+        // A consumer that lagged sees several tokens at once (equal times): such a sample
+        // has no measurable gap and is dropped.
+        if (in_window.size() >= 3 && in_window.back() > in_window.front())
+          ts.push_back((in_window.back() - in_window.front()) / double(in_window.size() - 1));
       }
       if (ts.empty()) continue;
       p.decode.push_back({b, n + steps / 2, median(ts)});
