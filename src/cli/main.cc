@@ -1,10 +1,11 @@
 // pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize,
-// prefill, decode, router, synth, bench-model, perplexity.
+// prefill, decode, router, synth, bench-model, perplexity, profile, simulate.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/parse_command_line.h"
+#include "cli/planner_commands.h"
 #include "cli/worker_commands.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +48,11 @@ int main(int argc, char** argv) {
   std::string hash_key;
   pdserve::cli::add_hash_key_command(app, hash_key);
 
+  pdserve::cli::ProfileArgs profile;
+  pdserve::cli::add_profile_command(app, profile);
+  pdserve::cli::SimulateArgs simulate;
+  pdserve::cli::add_simulate_command(app, simulate);
+
   if (const int rc = pdserve::cli::parse_command_line(app, argc, argv); rc >= 0) return rc;
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
@@ -62,5 +68,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
   if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
   if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
+  if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
+  if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);
   return 2;
 }
