@@ -10,7 +10,8 @@ namespace pdserve::cli {
 
 void add_quantize_command(CLI::App& app, QuantizeArgs& a) {
   CLI::App* cmd = app.add_subcommand(
-      "quantize", "Quantise a GGUF model (any supported type in) to F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M or Q5_K_M");
+      "quantize", "Quantise a GGUF model (any supported type in) to F32, BF16, F16, Q8_0, Q4_0, Q2_K, Q3_K_S, Q3_K_M, Q4_K, Q5_K, Q6_K, "
+      "Q4_K_M, Q5_K_M, IQ4_NL or IQ4_XS");
   cmd->add_option("input", a.input, "input GGUF file")->required();
   cmd->add_option("output", a.output, "output GGUF file")->required();
   cmd->add_option("type", a.type, "output type")->required();

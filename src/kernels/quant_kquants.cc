@@ -10,6 +10,7 @@
 
 #include "base/fp16.h"
 #include "kernels/cpu_features.h"
+#include "kernels/quant_ref.h"
 #include "kernels/quant_types.h"
 #include "kernels/quants.h"
 
@@ -20,13 +21,6 @@ using gguf::GgmlType;
 namespace {
 
 constexpr float GROUP_MAX_EPS = 1e-15f;
-
-inline int nearest_int(float fval) {
-  float val = fval + 12582912.f;
-  int i;
-  std::memcpy(&i, &val, sizeof(int));
-  return (i & 0x007fffff) - 0x00400000;
-}
 
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
   float max = 0, amax = 0;
@@ -80,6 +74,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) 
   }
   return scale;
 }
+
+}  // namespace
 
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
                        float rmin, float rdelta, int nstep, bool use_mad) {
@@ -150,6 +146,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   *the_min = -min;
   return scale;
 }
+
+namespace {
 
 // Q4_K and Q5_K share everything but the bit width (nmax 15 / 31, rmin, nstep).
 template <int kBits>

@@ -1,5 +1,6 @@
 // GGUF quantised block layouts, bit-exact to ggml (ggml/src/ggml-common.h: block_q4_0,
-// block_q4_1, block_q5_0, block_q8_0, block_q4_K, block_q5_K, block_q6_K, block_q8_K),
+// block_q4_1, block_q5_0, block_q8_0, block_q2_K, block_q3_K, block_q4_K, block_q5_K, block_q6_K, block_q8_K,
+// block_iq4_nl, block_iq4_xs),
 // and the internal activation layouts the integer dot kernels consume.
 #pragma once
 
@@ -28,11 +29,26 @@ struct BlockQ4_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint
 struct BlockQ5_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
 /// Q6_K: 16 sub-blocks of 16; x = d * scales[j] * (q - 32), q 6-bit from ql (4) + qh (2).
 struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
+/// Q2_K: 16 sub-blocks of 16; x = d*(scales[j] & 15)*q - dmin*(scales[j] >> 4), q 2-bit:
+/// element 128h + 32s + l in bits 2s, 2s+1 of qs[32h + l].
+struct BlockQ2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d; uint16_t dmin; };
+/// Q3_K: 16 sub-blocks of 16; x = d*(sc[j] - 32)*(q - 4), q = 2 low bits (qs, laid out as
+/// Q2_K) + bit 2 from bit e/32 of hmask[e % 32] (element e); 6-bit sc packed in scales[12]
+/// (low nibbles in bytes 0..7, high 2 bits in bytes 8..11).
+struct BlockQ3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; };
+/// IQ4_NL: x = d * kvalues_iq4nl[q], q 4-bit in Q4_0's nibble order.
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+/// IQ4_XS: 8 sub-blocks of 32; x = d * (ls_j - 32) * kvalues_iq4nl[q], ls_j 6-bit (low
+/// nibble j of scales_l, high 2 bits 2j of scales_h); each sub-block's nibbles as IQ4_NL.
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+/// ggml's kvalues_iq4nl (ggml-common.h): the 16 non-linear levels of IQ4_NL / IQ4_XS.
+inline constexpr int8_t kValuesIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 /// Q8_K (activations of the K-quants): x = d * q, bsums[j] = sum of qs[16j .. 16j+15].
 struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
               sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 
 /// Activations of the 32-block types (Q4_0/Q4_1/Q5_0/Q8_0), two blocks per record so one

@@ -1,7 +1,8 @@
 // Quantised weight formats: dequantisation, ggml's reference quantisers, activation
 // quantisation for the integer dot products, and the scalar reference dot of every type.
 // Block layouts: kernels/quant_types.h (ggml-common.h). Implementations, one family per
-// file: quant_legacy.cc (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), quant_kquants.cc (Q4_K, Q5_K, Q6_K, Q8_K).
+// file: quant_legacy.cc (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), quant_kquants.cc (Q4_K, Q5_K, Q6_K, Q8_K),
+// quant_lowbit.cc (Q2_K, Q3_K, IQ4_NL, IQ4_XS).
 #pragma once
 
 #include <cstdint>
@@ -11,20 +12,20 @@
 namespace pdserve::kernels {
 
 /// True for the block-quantised weight types the matmul kernels take
-/// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+/// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
 bool is_quantized(gguf::GgmlType t);
 
 /// The activation format a weight type's integer dot uses — ggml's vec_dot_type:
 /// Q8_0 for the 32-blocks (Q4_1 and Q5_1 included: we keep per-lane sums for the min term instead
-/// of ggml's Q8_1), Q8_K for the K-quants. F32 for other types.
+/// of ggml's Q8_1; IQ4_NL too), Q8_K for the K-quants and IQ4_XS. F32 for other types.
 gguf::GgmlType vec_dot_type(gguf::GgmlType t);
 
 /// x[0..n) = the values of a row of `n` elements of type `t` (F32, F16, BF16 and every
 /// quantised type above; Q8_K too). ggml's dequantize_row_* arithmetic.
 void dequantize(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 
-/// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-/// Q5_K, Q6_K, Q8_K).
+/// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS).
 bool can_quantize(gguf::GgmlType t);
 /// dst = `n` values (a multiple of the block size) of `src` in type `t`, byte-identical to
 /// ggml's quantize_row_*_ref (what llama-quantize writes without an importance matrix);
@@ -53,11 +54,21 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 ///    hsum_float_8(acc), plus for Q4_K the mins term in 4 lanes
 ///    (acc_m[m] = fma(-d_a*dmin_w, m_2m·bsum_2m + m_2m+1·bsum_2m+1, acc_m[m]), folded
 ///    (m0+m2)+(m1+m3)), for Q5_K a scalar summs = fma(-d_a*dmin_w, Σ m_j·bsum_j, summs).
+///  * Q2_K / Q3_K / IQ4_XS — ggml's AVX2 ggml_vec_dot_{q2_K,q3_K,iq4_xs}_q8_K order: the
+///    same 8 exact int32 lanes, lane k = Σ_c sc(c, k) · Σ v·a over elements 32c+4k ..
+///    32c+4k+3, with v the signed value (Q2_K q 0..3, Q3_K q − 4, IQ4_XS kvalues_iq4nl[q])
+///    and sc(c, k) the scale of the 16-value sub-block 2c + (k >= 4) (Q3_K: sc − 32; IQ4_XS:
+///    its 32-value sub-block's ls − 32); acc[k] = fma(d_a*d_w, lane_k, acc[k]) per
+///    super-block, Q2_K first acc[m] = fma(−d_a*dmin_w, m_2m·bsum_2m + m_2m+1·bsum_2m+1,
+///    acc[m]) (m = 0..7, the 16-value sums) in the same accumulator; hsum_float_8(acc).
+///  * IQ4_NL — ggml_vec_dot_iq4_nl_q8_0 (AVX2): 8 exact lanes of 4 values per block, two
+///    8-lane accumulators (even and odd blocks) acc = fma(d_a*d_w, lane, acc), then
+///    hsum_float_8(acc_even + acc_odd); an odd last block adds fma(d_a*d_w, Σ, r).
 ///
-/// kRepackGemv / kRepackGemm (Q4_0 and Q4_K only) are instead the orders of llama.cpp's
+/// kRepackGemv / kRepackGemm (Q4_0, Q4_K and IQ4_NL only) are instead the orders of llama.cpp's
 /// repacked x86 kernels (ggml-cpu/arch/x86/repack.cpp: ggml_gemv/gemm_q4_0_8x8_q8_0,
 /// ggml_gemv/gemm_q4_K_8x8_q8_K): one float accumulator per (row, token), blocks in order.
-///  * Q4_0 (GEMV and GEMM alike): acc = fma((float) Σ_32 w·a, d_w*d_a, acc).
+///  * Q4_0 and IQ4_NL (GEMV and GEMM alike): acc = fma((float) Σ_32 w·a, d_w*d_a, acc).
 ///  * Q4_K GEMV: per super-block acc = fma((float) Σ_j sc_j·Σ(q·a)_j, d_w*d_a, acc) and
 ///    acc_m = fma((float) Σ_j m_j·bsum32_j, dmin_w*d_a, acc_m); result acc − acc_m.
 ///  * Q4_K GEMM (AVX-512 branch): the same, but one fma pair per 64 values (sub-blocks
@@ -69,14 +80,16 @@ void quantize_act(gguf::GgmlType wt, const float* x, void* dst, int64_t n);
 /// per (row, token), super-blocks in order, each with exact int32 sums
 /// s1 = Σ_j sc_j · Σ_{sub-block j} q·a (Q6_K: q − 32) and, for types with mins,
 /// s2 = Σ_j m_j · bsum_j; r = (float) s1 · d_w, then r = fma(−dmin_w, (float) s2, r);
-/// acc = fma(r, d_a, acc) (the AVX2 and AVX-512 VNNI microkernels alike).
+/// acc = fma(r, d_a, acc) (the AVX2 and AVX-512 VNNI microkernels alike). Q2_K / Q3_K /
+/// IQ4_XS likewise, with their 16-value sub-blocks (s2 from the 16-value sums).
 enum class QOrder { kVecDot, kRepackGemv, kRepackGemm, kTiled };
 /// The order llama.cpp's CPU backend (AVX2 / AVX-512 build) uses for a `rows`-row matrix of
 /// type `t` and a token with matmul flag `flag` (matmul.h): ggml_repack_get_optimal_repack_type
-/// repacks Q4_0 and Q4_K when rows % 8 == 0 (q4_0_8x8_q8_0, q4_K_8x8_q8_K); the repacked
+/// repacks Q4_0, Q4_K and IQ4_NL when rows % 8 == 0 (q4_0_8x8_q8_0, q4_K_8x8_q8_K,
+/// iq4_nl_8x8_q8_0; Q2_K's q2_K_8x8_q8_K needs AVX-512, so not on the AVX2 reference); the repacked
 /// mul_mat sends tokens [0, n − n % 4) of its batch to the GEMM kernel (flag 1) and the
 /// rest to the GEMV kernel (flags 0 and 2). Everything else (Q6_K included) is not repacked;
-/// of those Q4_K and Q5_K take kTiled when the flag has kGemmTiledBatch (matmul.h: a
+/// of those Q4_K, Q5_K, Q2_K, Q3_K and IQ4_XS take kTiled when the flag has kGemmTiledBatch (matmul.h: a
 /// micro-batch of >= 8 tokens), else kVecDot (Q6_K always kVecDot: see quants.cc).
 QOrder quant_order(gguf::GgmlType t, int64_t rows, uint8_t flag = 0);
 float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t n, QOrder order = QOrder::kVecDot);
@@ -105,6 +118,15 @@ float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, in
 float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm);
 /// The kTiled order (QOrder) of a K-quant row.
 float vec_dot_kquant_tiled_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+void dequantize_lowbit(gguf::GgmlType t, const void* src, float* dst, int64_t n);
+void quantize_lowbit(gguf::GgmlType t, const float* src, void* dst, int64_t n);
+/// Q2_K / Q3_K / IQ4_XS rows in the kVecDot and kTiled orders, IQ4_NL in its vec_dot order.
+float vec_dot_lowbit_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+float vec_dot_lowbit_tiled_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
+float vec_dot_iq4_nl_scalar(const void* w, const void* act, int64_t n);
+/// IQ4_NL in llama.cpp's repacked order (iq4_nl_8x8_q8_0, the Q4_0 kernels' with the
+/// kvalues_iq4nl table): as kRepackGemv / kRepackGemm of Q4_0.
+float vec_dot_iq4_nl_repack_scalar(const void* w, const void* act, int64_t n);
 
 /// ggml's hsum_float_8 (ggml-cpu/arch/x86/quants.c): 128-bit halves added, then movehl,
 /// then movehdup — ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).

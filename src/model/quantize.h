@@ -17,18 +17,24 @@ namespace pdserve::model {
 /// == 2) are Q6_K; a K-quant tensor whose row is not a multiple of 256 falls back as in
 /// llama.cpp: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0. Quantisers are ggml's reference ones
 /// (no importance matrix), so the bytes equal llama-quantize's.
+/// Also "Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "IQ4_XS" with llama_tensor_get_type's
+/// per-tensor types: Q2_K — attn_v Q4_K (n_gqa >= 4, else Q3_K), ffn_down and attn_output
+/// Q3_K; Q3_K_S — all Q3_K; Q3_K_M — attn_v Q5_K in layers 0-1 then Q4_K, ffn_down Q5_K
+/// for layers < n_layer/16 then Q4_K, attn_output Q4_K; IQ4_NL / IQ4_XS — attn_v Q5_K when
+/// n_gqa >= 4; Q2_K / Q3_K / IQ4_XS rows not a multiple of 256 fall back to IQ4_NL.
 struct QuantizePlan {
   gguf::GgmlType base = gguf::GgmlType::Q8_0;
-  bool mix_m = false;   // the _M mixes
+  bool mix_m = false;   // per-tensor mix (the _M mixes, Q2_K, IQ4_NL, IQ4_XS: see above)
   uint32_t file_type = 7;  // general.file_type (llama_ftype)
 };
 
 /// Parses a type name; error lists the accepted names.
 Result<QuantizePlan> parse_quantize_type(const std::string& name);
 
-/// The type tensor `name` (dims in ggml order) gets under `plan` in a model of `n_layer` layers.
+/// The type tensor `name` (dims in ggml order) gets under `plan` in a model of `n_layer`
+/// layers with n_gqa = attention heads per KV head.
 gguf::GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name, const std::vector<int64_t>& dims,
-                                     int n_layer, bool has_output);
+                                     int n_layer, bool has_output, int n_gqa = 1);
 
 /// Reads `in` (F32/F16/BF16 or already quantised tensors, dequantised first), writes
 /// `out` with the same metadata (general.file_type and general.quantization_version

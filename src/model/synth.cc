@@ -126,7 +126,8 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   for (size_t ti = 0; ti < ts.size(); ++ti) {
     const T& t = ts[ti];
     const int64_t cols = t.dims[0], rows = t.dims.size() > 1 ? t.dims[1] : 1;
-    const GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, s.n_layer, !s.tied_embeddings);
+    const GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, s.n_layer, !s.tied_embeddings,
+                                                s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1);
     const int64_t rb = gguf::row_bytes(to, cols);
     std::vector<uint8_t> data(static_cast<size_t>(rb * rows));
 #pragma omp parallel

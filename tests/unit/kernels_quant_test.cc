@@ -23,11 +23,13 @@ namespace {
 using gguf::GgmlType;
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 // The types with SIMD kernels (all of them; Q5_1 is in Q5_K_M files only as the fallback
 // for rows that are not a multiple of 256).
 const GgmlType kSimdTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K,
+                               GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 /// 64-byte aligned bytes (quantised activation rows must be aligned).
 struct AlignedBytes {
@@ -38,7 +40,10 @@ struct AlignedBytes {
   size_t size;
 };
 
-bool is_k(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+bool is_k(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::Q2_K || t == GgmlType::Q3_K ||
+         t == GgmlType::IQ4_XS;
+}
 
 std::vector<float> randn(int64_t n, std::mt19937& rng, float scale = 1.f) {
   std::normal_distribution<float> g(0.f, scale);
@@ -64,7 +69,8 @@ std::vector<float> dequantize_act(GgmlType wt, const uint8_t* act, int64_t n) {
 }
 
 // dequantize(quantize(x)) is within half a quantisation step per value (relative to the
-// block's max |x|): Q8_0 1/127, Q4_0 1/8 (asymmetric range), others as their bit width.
+// block's max |x|): Q8_0 1/127, Q4_0 1/8 (asymmetric range), others as their bit width
+// (IQ4_NL / IQ4_XS: 4; their widest gap between levels is 24/127 of the range).
 TEST(KernelsQuant, RoundTripWithinStep) {
   std::mt19937 rng(7);
   for (GgmlType t : kTypes) {
@@ -80,7 +86,8 @@ TEST(KernelsQuant, RoundTripWithinStep) {
       max_err = std::max(max_err, double(std::fabs(x[i] - y[i])));
       max_abs = std::max(max_abs, double(std::fabs(x[i])));
     }
-    const double bits = t == GgmlType::Q8_0 ? 8 : t == GgmlType::Q6_K ? 6 : (t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::Q5_K) ? 5 : 4;
+    const double bits = t == GgmlType::Q8_0 ? 8 : t == GgmlType::Q6_K ? 6 : (t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::Q5_K) ? 5
+                        : t == GgmlType::Q3_K ? 3 : t == GgmlType::Q2_K ? 2 : 4;
     const double bound = max_abs * 2.0 / std::pow(2.0, bits - 1);  // one step of a symmetric grid, with slack for scale rounding
     EXPECT_LE(max_err, bound);
     std::printf("[ %-4s ] max |x - deq(q(x))| = %.4f (max |x| %.3f, bound %.4f)\n", gguf::type_name(t).c_str(), max_err, max_abs, bound);
@@ -94,7 +101,7 @@ TEST(KernelsQuant, ScalarDotMatchesExactDotOfDequantisedOperands) {
   std::mt19937 rng(11);
   for (GgmlType t : kTypes) {
     SCOPED_TRACE(gguf::type_name(t));
-    for (int64_t n : {256, 512, 2048, 96 * 32}) {
+    for (int64_t n : {256, 512, 2048, 96 * 32, 65 * 32}) {  // 65 blocks: IQ4_NL's odd tail
       if (n % 256 && is_k(t)) continue;
       const std::vector<float> wf = randn(n, rng), x = randn(n, rng);
       std::vector<uint8_t> wq(gguf::row_bytes(t, n));
@@ -190,7 +197,7 @@ void check_isa(kernels::Isa isa) {
     // repacked orders, picked per token by the flags (GEMM 1, GEMV 0 and 2).
     for (int64_t rows : {37, 40})
       for (int n : {1, 3, 8}) {
-        const int64_t cols = 768;
+        const int64_t cols = t == GgmlType::IQ4_NL ? 800 : 768;  // IQ4_NL: an odd block count too
         const std::vector<float> wf = randn(rows * cols, rng);
         std::vector<uint8_t> wq(gguf::row_bytes(t, cols) * rows);
         kernels::quantize(t, wf.data(), wq.data(), rows * cols);
@@ -207,13 +214,13 @@ void check_isa(kernels::Isa isa) {
   if (!missing.empty()) GTEST_SKIP() << kernels::isa_name(isa) << ": no kernel yet for " << missing;
 }
 
-// The tiled order of every K-quant (quant_order picks it for Q4_K / Q5_K only; Q6_K's is
-// kept for the reference build that tiles it): the AVX2 kernel, called directly, equals
+// The tiled order of every K-quant (quant_order picks it for Q4_K / Q5_K / Q2_K / Q3_K /
+// IQ4_XS; Q6_K's is kept for the reference build that tiles it): the AVX2 kernel, called directly, equals
 // vec_dot_scalar(kTiled) bit for bit, and kTiled is not the vec_dot order.
 TEST(KernelsQuant, TiledOrderAvx2EqualsScalar) {
   if (!kernels::isa_available(kernels::Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(31);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS}) {
     SCOPED_TRACE(gguf::type_name(t));
     const int64_t rows = 21, cols = 1024;
     const int n = 6;

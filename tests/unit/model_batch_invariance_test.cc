@@ -3,6 +3,7 @@
 // and a decode step's logits are the same with 1 and with 32 sequences in the step.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "kv/block_table.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "model/quantize.h"
 
 namespace pdserve {
 namespace {
@@ -131,6 +133,18 @@ TEST(ModelBatchInvariance, Q4_K_M) { check_model("../shared/models/synth-llama-s
 // Q5_K takes the tiled order for prompts of >= 8 tokens and vec_dot for shorter ones and
 // decode, per token, whatever it is batched with.
 TEST(ModelBatchInvariance, Q5_K_M) { check_model("../shared/models/synth-llama-small-q5_k_m.gguf"); }
+// Q2_K (its file also holds Q3_K, Q4_K and Q6_K tensors), IQ4_XS and IQ4_NL (with Q5_K
+// attn_v), made from the f16 file by our quantizer: tiled order for prompts of >= 8 tokens,
+// vec_dot otherwise (IQ4_NL always its vec_dot order).
+void check_quantized(const std::string& type) {
+  const std::string out = (std::filesystem::temp_directory_path() / ("pdserve-test-bi-" + type + ".gguf")).string();
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, type).ok());
+  check_model(out);
+  std::filesystem::remove(out);
+}
+TEST(ModelBatchInvariance, Q2_K) { check_quantized("Q2_K"); }
+TEST(ModelBatchInvariance, IQ4_XS) { check_quantized("IQ4_XS"); }
+TEST(ModelBatchInvariance, IQ4_NL) { check_quantized("IQ4_NL"); }
 TEST(ModelBatchInvariance, Qwen2Q8_0) { check_model("../shared/models/synth-qwen2-small-q8_0.gguf"); }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // model::quantize_file reproduces llama-quantize: quantising synth-llama-small-f16.gguf to
 // Q8_0 and Q4_0 gives, tensor for tensor, the types and bytes of the shipped q8_0 / q4_0
-// files (the q4_0 file's output.weight is Q6_K), and the Q4_K_M / Q5_K_M mixes.
+// files (the q4_0 file's output.weight is Q6_K), and the Q4_K_M / Q5_K_M mixes; the Q2_K,
+// Q3_K_S, Q3_K_M, IQ4_NL and IQ4_XS files hash, tensor for tensor, to the digests of
+// llama-quantize's (tests/data/*.sha256, see tests/data/README.md).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
+#include "base/sha256.h"
 #include "gguf/gguf.h"
 #include "kernels/quants.h"
 #include "model/quantize.h"
@@ -68,6 +73,45 @@ TEST(ModelQuantize, Q5_K_MMatchesShippedFileByteForByte) {
   std::filesystem::remove(out);
 }
 
+// Our quantize_file(f16 synth, TYPE) against the per-tensor SHA-256 digests of the file
+// llama-quantize (build 11669) writes for TYPE: the same tensors (llama-quantize orders
+// them differently), types and bytes.
+void expect_digests(const std::string& type, const std::string& digest_path) {
+  const std::string out = tmp("pdserve-test-digest-" + type + ".gguf");
+  ASSERT_TRUE(model::quantize_file("../shared/models/synth-llama-small-f16.gguf", out, type).ok());
+  auto f = gguf::GgufFile::open(out);
+  ASSERT_TRUE(f.ok()) << f.error();
+  std::ifstream in(digest_path);
+  ASSERT_TRUE(in) << digest_path;
+  std::string line;
+  size_t n = 0;
+  int mismatched = 0;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string name, hex;
+    uint32_t type_id = 0;
+    ls >> name >> type_id >> hex;
+    const gguf::TensorInfo* tp = f.value()->find_tensor(name);
+    ASSERT_NE(tp, nullptr) << name;
+    const gguf::TensorInfo& t = *tp;
+    ++n;
+    EXPECT_EQ(gguf::type_name(t.type), gguf::type_name(static_cast<gguf::GgmlType>(type_id))) << name;
+    if (to_hex(sha256(t.data, t.nbytes)) != hex) {
+      ++mismatched;
+      ADD_FAILURE() << type << " " << name << " (" << gguf::type_name(t.type) << "): bytes differ";
+    }
+  }
+  EXPECT_EQ(n, f.value()->tensors().size());
+  EXPECT_EQ(mismatched, 0);
+  std::filesystem::remove(out);
+}
+
+TEST(ModelQuantize, Q2_KMatchesLlamaQuantizeDigests) { expect_digests("Q2_K", "tests/data/synth-llama-small-q2_k.sha256"); }
+TEST(ModelQuantize, Q3_K_SMatchesLlamaQuantizeDigests) { expect_digests("Q3_K_S", "tests/data/synth-llama-small-q3_k_s.sha256"); }
+TEST(ModelQuantize, Q3_K_MMatchesLlamaQuantizeDigests) { expect_digests("Q3_K_M", "tests/data/synth-llama-small-q3_k_m.sha256"); }
+TEST(ModelQuantize, IQ4_NLMatchesLlamaQuantizeDigests) { expect_digests("IQ4_NL", "tests/data/synth-llama-small-iq4_nl.sha256"); }
+TEST(ModelQuantize, IQ4_XSMatchesLlamaQuantizeDigests) { expect_digests("IQ4_XS", "tests/data/synth-llama-small-iq4_xs.sha256"); }
+
 // F32 output dequantises every 2-D weight: each value equals kernels::dequantize of the
 // source row (so a quantised file can be inspected or re-quantised from its values).
 TEST(ModelQuantize, F32DequantisesEveryWeight) {
@@ -102,6 +146,11 @@ TEST(ModelQuantize, KQuantFallbacksForRowsNotAMultipleOf256) {
   EXPECT_EQ(model::quantized_tensor_type(plan("Q5_K_M"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::Q5_1);
   EXPECT_EQ(model::quantized_tensor_type(plan("Q6_K"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::Q8_0);
   EXPECT_EQ(model::quantized_tensor_type(plan("Q5_K_M"), "blk.5.ffn_up.weight", {1024, 4864}, 24, true), gguf::GgmlType::Q5_K);
+  // Q2_K / Q3_K / IQ4_XS → IQ4_NL (and F16 when not even a multiple of 32).
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q2_K"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::IQ4_NL);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q3_K_M"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::IQ4_NL);
+  EXPECT_EQ(model::quantized_tensor_type(plan("IQ4_XS"), "blk.5.ffn_up.weight", dims, 24, true), gguf::GgmlType::IQ4_NL);
+  EXPECT_EQ(model::quantized_tensor_type(plan("IQ4_XS"), "blk.5.ffn_up.weight", {100, 64}, 24, true), gguf::GgmlType::F16);
 }
 
 TEST(ModelQuantize, UnknownTypeIsAnError) {
