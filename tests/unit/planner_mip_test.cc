@@ -15,6 +15,7 @@
 #include "planner/mip_goodput.h"
 #include "planner/plan_capacity.h"
 #include "planner/plan_controller.h"
+#include "planner/plan_profile_cost.h"
 
 namespace pdserve::planner {
 namespace {
@@ -229,6 +230,31 @@ TEST(PlannerMip, ScaleDownKeepsTheCacheHoldingInstance) {
   ASSERT_EQ(r2->decode, 2);
   ASSERT_EQ(r2->prefill, 0);
   EXPECT_EQ(r2->keep, (std::vector<std::string>{"d1", "d2"}));
+}
+
+}  // namespace
+}  // namespace pdserve::planner
+
+namespace pdserve::planner {
+namespace {
+
+// The same case 1 through a measured-profile cost model whose grid points lie on the
+// linear model (interpolation is then exact): the same optimum.
+TEST(PlannerMip, ProfileCostModelGivesTheSamePlan) {
+  Profile p;
+  for (int q : {1, 256, 2048}) p.prefill.push_back({q, 0, 0.001 * q});
+  for (int b : {1, 16, 64})
+    for (int ctx : {16, 1024}) p.decode.push_back({b, ctx, 0.010 + 0.002 * b});
+  p.transfer.push_back({1000, 0.0});
+  p.transfer.push_back({100000, 0.0});
+  ProfileCostModel cost(p);
+  PlanInput in = input({demand("long", 10, 500, 10)}, 4);
+  in.cost = &cost;
+  auto r = solve_plan(in);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->prefill, 3);
+  EXPECT_EQ(r->decode, 1);
+  EXPECT_NEAR(r->total_goodput, 4.0, 1e-6);
 }
 
 }  // namespace
