@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/worker_commands.h"
+#include "cli/planner_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pdserve: a KV-cache-centric LLM inference server for GGUF models"};
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
   std::string hash_key;
   pdserve::cli::add_hash_key_command(app, hash_key);
 
+  pdserve::cli::PlannerArgs planner;
+  pdserve::cli::add_planner_command(app, planner);
+
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
   if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
   if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
+  if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
   if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
   return 2;
 }

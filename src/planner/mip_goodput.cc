@@ -79,7 +79,11 @@ std::string fmt(double v) {
 
 Status validate(const PlanInput& in) {
   if (!in.cost) return Status::InvalidArgument("planner: no cost model (profile) given");
-  if (in.min_decode < 0) return Status::InvalidArgument("planner: min_decode must be >= 0");
+  if (in.min_decode < 0 || in.min_prefill < 0) return Status::InvalidArgument("planner: minimum instance counts must be >= 0");
+  if (in.min_prefill + std::max(1, in.min_decode) > in.budget)
+    return Status::InvalidArgument("planner: infeasible budget: " + std::to_string(in.budget) + " instance(s) cannot hold the minimum of " +
+                                   std::to_string(in.min_prefill) + " prefill + " + std::to_string(std::max(1, in.min_decode)) +
+                                   " decode instance(s)");
   if (in.budget < std::max(1, in.min_decode))
     return Status::InvalidArgument("planner: infeasible budget: " + std::to_string(in.budget) +
                                    " instance(s) cannot hold the minimum of " + std::to_string(std::max(1, in.min_decode)) +
@@ -117,7 +121,7 @@ Result<PlanResult> solve_plan(const PlanInput& in) {
 
   Model m;
   const double N = in.budget;
-  const double p_lo = in.fixed_prefill >= 0 ? in.fixed_prefill : 0, p_hi = in.fixed_prefill >= 0 ? in.fixed_prefill : N;
+  const double p_lo = in.fixed_prefill >= 0 ? in.fixed_prefill : std::min<double>(in.min_prefill, N), p_hi = in.fixed_prefill >= 0 ? in.fixed_prefill : N;
   const double d_lo = in.fixed_decode >= 0 ? in.fixed_decode : in.min_decode, d_hi = in.fixed_decode >= 0 ? in.fixed_decode : N;
   const int nP = m.col(GLP_IV, p_lo, p_hi);
   const int nD = m.col(GLP_IV, std::max<double>(d_lo, in.min_decode), std::max<double>(d_hi, in.min_decode));

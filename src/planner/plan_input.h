@@ -60,6 +60,7 @@ struct PlanInput {
   InstanceShape shape;
   int budget = 1;                   // instances (prefill + decode) at most
   int min_decode = 1;               // the router needs a decode worker
+  int min_prefill = 0;              // keep at least this many prefill instances
   /// Candidate conditional-disaggregation thresholds (uncached prompt tokens: a request
   /// with more goes to a prefill worker). Empty ⇒ {0, 32, 128, 512, 2048, +inf}.
   std::vector<double> thresholds;
