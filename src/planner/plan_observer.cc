@@ -49,14 +49,41 @@ Result<std::string> http_get(const std::string& url, double timeout_s) {
   return res->body;
 }
 
+std::string metric_name(const std::string& key) { return key.substr(0, key.find('{')); }
+
+std::string label_value(const std::string& key, const std::string& label) {
+  const size_t open = key.find('{');
+  if (open == std::string::npos) return {};
+  for (size_t at = open + 1; at < key.size();) {
+    const size_t eq = key.find("=\"", at);
+    if (eq == std::string::npos) break;
+    const std::string k = key.substr(at, eq - at);
+    std::string v;
+    size_t i = eq + 2;
+    for (; i < key.size() && key[i] != '"'; ++i) {
+      if (key[i] == '\\' && i + 1 < key.size()) ++i;
+      v += key[i];
+    }
+    if (k == label) return v;
+    at = i + 1;
+    if (at < key.size() && key[at] == ',') ++at;
+  }
+  return {};
+}
+
+double sum_metric(const std::map<std::string, double>& samples, const std::string& name) {
+  double s = 0;
+  for (const auto& [k, v] : samples)
+    if (metric_name(k) == name) s += v;
+  return s;
+}
+
 namespace {
 
-// "name{slo_class=\"x\"}" → x for the given metric name; "" when it is not that metric.
+// The slo_class label of `key` when it is a sample of metric `name`; "" otherwise.
 std::string class_of(const std::string& key, const std::string& name) {
-  const std::string head = name + "{slo_class=\"";
-  if (key.rfind(head, 0) != 0) return {};
-  const size_t end = key.find('"', head.size());
-  return end == std::string::npos ? std::string() : key.substr(head.size(), end - head.size());
+  if (metric_name(key) != name) return {};
+  return label_value(key, "slo_class");
 }
 
 }  // namespace
@@ -67,8 +94,8 @@ Result<RouterSample> parse_router_sample(const std::string& metrics_text, double
   bool router = false;
   for (const auto& [key, v] : parse_prometheus(metrics_text)) {
     if (key.rfind("pdserve_", 0) == 0) router = true;
-    if (key == "pdserve_prefix_cache_queries_total") s.prefix_queries = v;
-    if (key == "pdserve_prefix_cache_hits_total") s.prefix_hits = v;
+    if (metric_name(key) == "pdserve_prefix_cache_queries_total") s.prefix_queries += v;
+    if (metric_name(key) == "pdserve_prefix_cache_hits_total") s.prefix_hits += v;
     static const std::pair<const char*, double RouterSample::PerClass::*> fields[] = {
         {"pdserve_router_class_requests_total", &RouterSample::PerClass::arrivals},
         {"pdserve_router_class_finished_total", &RouterSample::PerClass::finished},

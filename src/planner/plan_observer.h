@@ -18,6 +18,12 @@ namespace pdserve::planner {
 
 /// The samples of a Prometheus text page: "name{labels}" (labels as written) → value.
 std::map<std::string, double> parse_prometheus(const std::string& text);
+/// The metric name of a sample key ("name{…}" → "name").
+std::string metric_name(const std::string& key);
+/// The value of label `label` in a sample key ("" when absent).
+std::string label_value(const std::string& key, const std::string& label);
+/// Σ of every sample of metric `name` (any labels); 0 when there is none.
+double sum_metric(const std::map<std::string, double>& samples, const std::string& name);
 /// GET `url` (http://HOST:PORT[/path]); the body, or an error naming the URL.
 Result<std::string> http_get(const std::string& url, double timeout_s = 2.0);
 

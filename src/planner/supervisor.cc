@@ -121,9 +121,7 @@ namespace {
 double cached_blocks(int metrics_port) {
   auto page = http_get("http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics", 1.0);
   if (!page.ok()) return 0;
-  const auto m = parse_prometheus(page.value());
-  auto it = m.find("pdserve_kv_blocks_cached");
-  return it == m.end() ? 0 : it->second;
+  return sum_metric(parse_prometheus(page.value()), "pdserve_kv_blocks_cached");
 }
 }  // namespace
 

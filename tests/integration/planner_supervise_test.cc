@@ -62,7 +62,7 @@ std::map<std::string, double> metrics(int port) {
   c.set_read_timeout(5, 0);
   auto res = c.Get("/metrics");
   if (!res || res->status != 200) return {};
-  return samples_by_key(parse_prometheus_text(res->body));
+  return samples_by_key(parse_prometheus_text(res->body), "model_name");
 }
 
 std::string slow_profile(const std::string& dir) {
@@ -184,7 +184,12 @@ TEST(PlannerSupervise, ScalesUpUnderLoadAndDownAfterItWithEveryRequestCorrect) {
   //    workers drain what they hold).
   std::atomic<bool> stop_light{false};
   std::thread light(client, 0, &stop_light, std::chrono::milliseconds(600));
-  const bool scaled_down = wait_until([&] { return running("decode") == 1 && router_workers_up() == 1; }, std::chrono::seconds(40),
+  auto light_done = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    return outcomes.size() - heavy_done;
+  };
+  const bool scaled_down = wait_until([&] { return running("decode") == 1 && router_workers_up() == 1 && light_done() >= 3; },
+                                      std::chrono::seconds(40),
                                       std::chrono::milliseconds(100));
   stop_light = true;
   light.join();
@@ -195,6 +200,8 @@ TEST(PlannerSupervise, ScalesUpUnderLoadAndDownAfterItWithEveryRequestCorrect) {
   EXPECT_GE(pm["pdserve_planner_decisions_total{action=\"scale_down\"}"], 1) << dump();
   EXPECT_EQ(running("prefill"), 1);
 
+  std::printf("requests: %zu under load, %zu light; decisions: scale_up %g, scale_down %g\n", heavy_done, outcomes.size() - heavy_done,
+              pm["pdserve_planner_decisions_total{action=\"scale_up\"}"], pm["pdserve_planner_decisions_total{action=\"scale_down\"}"]);
   ASSERT_GT(heavy_done, 0u);
   ASSERT_GT(outcomes.size(), heavy_done);
   for (const auto& o : outcomes) {

@@ -10,12 +10,12 @@ namespace {
 std::string page(double arrivals, double finished, double prompt, double gen, double attained, double q, double h) {
   auto n = [](double v) { return std::to_string(v); };
   return "# HELP pdserve_router_class_requests_total x\n"
-         "pdserve_router_class_requests_total{slo_class=\"low\"} " + n(arrivals) + "\n"
-         "pdserve_router_class_finished_total{slo_class=\"low\"} " + n(finished) + "\n"
-         "pdserve_router_class_prompt_tokens_total{slo_class=\"low\"} " + n(prompt) + "\n"
-         "pdserve_router_class_generation_tokens_total{slo_class=\"low\"} " + n(gen) + "\n"
-         "pdserve_router_class_slo_attained_total{slo_class=\"low\"} " + n(attained) + "\n"
-         "pdserve_prefix_cache_queries_total " + n(q) + "\n"
+         "pdserve_router_class_requests_total{model_name=\"m\",slo_class=\"low\"} " + n(arrivals) + "\n"
+         "pdserve_router_class_finished_total{model_name=\"m\",slo_class=\"low\"} " + n(finished) + "\n"
+         "pdserve_router_class_prompt_tokens_total{model_name=\"m\",slo_class=\"low\"} " + n(prompt) + "\n"
+         "pdserve_router_class_generation_tokens_total{model_name=\"m\",slo_class=\"low\"} " + n(gen) + "\n"
+         "pdserve_router_class_slo_attained_total{model_name=\"m\",slo_class=\"low\"} " + n(attained) + "\n"
+         "pdserve_prefix_cache_queries_total{model_name=\"m\"} " + n(q) + "\n"
          "pdserve_prefix_cache_hits_total " + n(h) + "\n";
 }
 
