@@ -26,6 +26,7 @@
 #include "planner/plan_observer.h"
 #include "planner/plan_profile_cost.h"
 #include "planner/profile.h"
+#include "planner/profiler.h"
 #include "planner/supervisor.h"
 
 namespace pdserve::cli {
@@ -151,6 +152,11 @@ int run_planner(const PlannerArgs& a) {
   planner::Profile profile;
   try {
     profile = planner::load_profile(a.profile);
+    if (!a.model.empty()) {  // the workers' model (default engine settings) must be the profile's
+      engine::EngineConfig ec;
+      ec.model_path = a.model;
+      planner::check_profile_matches(profile, planner::describe_model(ec));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

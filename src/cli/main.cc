@@ -1,9 +1,10 @@
 // pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize,
-// prefill, decode, router, synth, bench-model, perplexity.
+// prefill, decode, router, synth, bench-model, perplexity, profile, simulate.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/planner_commands.h"
 #include "cli/worker_commands.h"
 #include "cli/planner_command.h"
 
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
 
   pdserve::cli::PlannerArgs planner;
   pdserve::cli::add_planner_command(app, planner);
+  pdserve::cli::ProfileArgs profile;
+  pdserve::cli::add_profile_command(app, profile);
+  pdserve::cli::SimulateArgs simulate;
+  pdserve::cli::add_simulate_command(app, simulate);
 
   CLI11_PARSE(app, argc, argv);
   pdserve::set_log_level(log_level);
@@ -66,5 +71,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
   if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
   if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
+  if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
+  if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);
   return 2;
 }

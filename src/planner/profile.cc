@@ -43,38 +43,65 @@ std::vector<std::pair<double, double>> curve(std::vector<std::pair<double, doubl
   return out;
 }
 
-/// Two-level interpolation: rows keyed by `row`, each interpolated at `x`, then the rows' values at `r`.
+/// Rows keyed by a second coordinate, each a curve over the first.
+using Rows = std::vector<std::pair<double, std::vector<std::pair<double, double>>>>;
+
 template <typename P, typename Row, typename X, typename Y>
-double grid(const std::vector<P>& pts, double r, double x, Row row, X xf, Y yf) {
-  std::map<double, std::vector<std::pair<double, double>>> rows;
-  for (const P& p : pts) rows[row(p)].push_back({xf(p), yf(p)});
-  std::vector<std::pair<double, double>> by_row;
-  for (auto& [k, v] : rows) by_row.push_back({k, interpolate(curve(v), x)});
-  if (by_row.size() == 1) return by_row[0].second;  // one row: no dependence on r measured
-  return interpolate(by_row, r);
+Rows make_rows(const std::vector<P>& pts, Row row, X xf, Y yf) {
+  std::map<double, std::vector<std::pair<double, double>>> m;
+  for (const P& p : pts) m[row(p)].push_back({xf(p), yf(p)});
+  Rows out;
+  for (auto& [k, v] : m) out.push_back({k, curve(v)});
+  return out;
+}
+
+/// Each row interpolated at x, then the rows' values at r (one row: no dependence on r measured).
+double grid(const Rows& rows, double r, double x) {
+  if (rows.empty()) return 0;
+  if (rows.size() == 1) return interpolate(rows[0].second, x);
+  // The two rows around r (or the two outermost), as interpolate() picks its segment.
+  size_t i = 1;
+  while (i + 1 < rows.size() && rows[i].first < r) ++i;
+  std::vector<std::pair<double, double>> two = {{rows[i - 1].first, interpolate(rows[i - 1].second, x)},
+                                                {rows[i].first, interpolate(rows[i].second, x)}};
+  return interpolate(two, r);
 }
 
 }  // namespace
 
+struct Profile::Tables {
+  Rows prefill, decode;
+  std::vector<std::pair<double, double>> transfer;
+};
+
+const Profile::Tables& Profile::tables() const {
+  if (!tables_) {
+    auto t = std::make_shared<Tables>();
+    t->prefill = make_rows(
+        prefill, [](const PrefillPoint& p) { return double(p.cached_tokens); },
+        [](const PrefillPoint& p) { return double(p.chunk_tokens); }, [](const PrefillPoint& p) { return p.seconds; });
+    t->decode = make_rows(
+        decode, [](const DecodePoint& p) { return double(p.context); }, [](const DecodePoint& p) { return double(p.batch); },
+        [](const DecodePoint& p) { return p.step_seconds; });
+    std::vector<std::pair<double, double>> s;
+    for (const auto& x : transfer) s.push_back({double(x.bytes), x.seconds});
+    t->transfer = curve(s);
+    tables_ = std::move(t);
+  }
+  return *tables_;
+}
+
 double Profile::prefill_seconds(int chunk_tokens, int cached_tokens) const {
   if (chunk_tokens <= 0) return 0;
-  return grid(
-      prefill, cached_tokens, chunk_tokens, [](const PrefillPoint& p) { return double(p.cached_tokens); },
-      [](const PrefillPoint& p) { return double(p.chunk_tokens); }, [](const PrefillPoint& p) { return p.seconds; });
+  return grid(tables().prefill, cached_tokens, chunk_tokens);
 }
 
 double Profile::decode_step_seconds(int batch, int context) const {
   if (batch <= 0) return 0;
-  return grid(
-      decode, context, batch, [](const DecodePoint& p) { return double(p.context); },
-      [](const DecodePoint& p) { return double(p.batch); }, [](const DecodePoint& p) { return p.step_seconds; });
+  return grid(tables().decode, context, batch);
 }
 
-double Profile::transfer_seconds(std::size_t bytes) const {
-  std::vector<std::pair<double, double>> s;
-  for (const auto& t : transfer) s.push_back({double(t.bytes), t.seconds});
-  return interpolate(curve(s), double(bytes));
-}
+double Profile::transfer_seconds(std::size_t bytes) const { return interpolate(tables().transfer, double(bytes)); }
 
 namespace {
 
@@ -145,6 +172,7 @@ Profile parse_profile(const std::string& text, const std::string& what) {
   p.model.weight_type = get_string(m, "weight_type", "model", what);
   p.model.kv_dtype = get_string(m, "kv_dtype", "model", what);
   p.model.block_size = get_int(m, "block_size", "model", what);
+  if (m.contains("n_ctx")) p.model.n_ctx = get_int(m, "n_ctx", "model", what);
   const json& mc = field(j, "machine", "", what);
   p.machine.threads = get_int(mc, "threads", "machine", what);
   p.machine.cpu = get_string(mc, "cpu", "machine", what);
@@ -186,6 +214,7 @@ std::string profile_to_json(const Profile& p) {
                 {"head_dim", p.model.head_dim}, {"n_vocab", p.model.n_vocab},
                 {"weight_type", p.model.weight_type}, {"kv_dtype", p.model.kv_dtype},
                 {"block_size", p.model.block_size}};
+  if (p.model.n_ctx > 0) j["model"]["n_ctx"] = p.model.n_ctx;
   j["machine"] = {{"threads", p.machine.threads}, {"cpu", p.machine.cpu}};
   j["prefill"] = json::array();
   for (const auto& x : p.prefill)

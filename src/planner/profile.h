@@ -8,7 +8,7 @@
 //   {"format":"pdserve-profile-v1",
 //    "model":{"file":basename,"architecture":"llama","n_layer":..,"n_embd":..,"n_head":..,
 //             "n_head_kv":..,"head_dim":..,"n_vocab":..,"weight_type":"f32","kv_dtype":"f16",
-//             "block_size":16},
+//             "block_size":16, "n_ctx":512 (optional)},
 //    "machine":{"threads":N,"cpu":"..."},
 //    "prefill":[{"chunk_tokens":c,"cached_tokens":p,"seconds":s},...],
 //    "decode":[{"batch":b,"context":n,"step_seconds":s},...],
@@ -18,7 +18,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pdserve::planner {
@@ -33,6 +35,7 @@ struct ProfileModel {
   std::string weight_type;   // ggml type name of the token embedding / most weights ("f32", "q8_0", ...)
   std::string kv_dtype;      // KV cache dtype ("f16", "f32", ...)
   int block_size = 0;        // tokens per KV block
+  int n_ctx = 0;             // context length the instance served with (optional in the file: 0 = unknown)
 };
 
 struct ProfileMachine {
@@ -76,6 +79,16 @@ struct Profile {
   double decode_step_seconds(int batch, int context) const;
   /// Time to transfer `bytes` of KV (linear in bytes between measured points).
   double transfer_seconds(std::size_t bytes) const;
+
+  /// The lookup tables, built from the point lists on first use (so lookups allocate
+  /// nothing). Change the point lists only before the first lookup, or call reset_tables().
+  /// The first lookup is not thread-safe; later ones are.
+  struct Tables;
+  void reset_tables() { tables_.reset(); }
+
+ private:
+  const Tables& tables() const;
+  mutable std::shared_ptr<const Tables> tables_;
 };
 
 /// y at x by piecewise-linear interpolation over points sorted by x (duplicates averaged

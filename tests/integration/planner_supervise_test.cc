@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "planner/profile.h"
+#include "planner/profiler.h"
 #include "support/child_process.h"
 #include "support/etcd_process.h"
 #include "support/ports.h"
@@ -67,7 +68,9 @@ std::map<std::string, double> metrics(int port) {
 
 std::string slow_profile(const std::string& dir) {
   planner::Profile p;
-  p.model = {"stories260K.gguf", "llama", 5, 64, 8, 4, 8, 512, "f32", "f16", 16};
+  engine::EngineConfig ec;
+  ec.model_path = kStoriesModel;
+  p.model = planner::describe_model(ec);  // the layout is the real one; the costs are made up
   p.machine = {1, "test"};
   for (int q : {1, 64, 512}) p.prefill.push_back({q, 0, 0.001 * q});
   for (int b : {1, 8, 64})

@@ -1,0 +1,66 @@
+// `pdserve profile`: measures the engine's cost model (planner/profiler.h) and writes it
+// as "pdserve-profile-v1" JSON (planner/profile.h).
+#include <cstdio>
+#include <fstream>
+
+#include "cli/choice_option.h"
+#include "cli/commands.h"
+#include "cli/planner_commands.h"
+
+namespace pdserve::cli {
+
+void add_profile_command(CLI::App& app, ProfileArgs& a) {
+  CLI::App* cmd = app.add_subcommand("profile", "measure the engine's prefill / decode / KV-transfer times into a JSON profile");
+  engine::EngineConfig& e = a.opts.engine;
+  cmd->add_option("-m,--model", e.model_path, "GGUF model")->required();
+  cmd->add_option("-t,--threads", e.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--block-size", e.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
+  add_choice_option(*cmd, "--kv-dtype", e.kv_dtype, kv_dtype_choices(), "KV cache dtype", "f16");
+  cmd->add_option("--max-batched-tokens", e.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--max-seqs", e.max_seqs, "running sequences per step")->default_val(64)->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--ctx-size", e.ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("-o,--output", a.output, "write the profile here (default: stdout)");
+  cmd->add_option("--chunks", a.opts.chunks, "prefill chunk sizes (tokens)")->delimiter(',');
+  cmd->add_option("--cached", a.opts.cached, "cached prefix lengths of the prefill points (tokens)")->delimiter(',');
+  cmd->add_option("--batches", a.opts.batches, "decode batch sizes")->delimiter(',');
+  cmd->add_option("--contexts", a.opts.contexts, "decode context lengths (tokens)")->delimiter(',');
+  cmd->add_option("--transfer-bytes", a.opts.transfer_bytes, "KV transfer sizes (bytes)")->delimiter(',');
+  cmd->add_option("--repeats", a.opts.repeats, "runs per point (the median is kept)")->default_val(3)->check(CLI::Range(1, 100));
+  cmd->add_flag("--quick", a.quick, "a small grid (a few seconds; for tests)");
+}
+
+int run_profile(ProfileArgs& a) {
+  planner::ProfileOptions& o = a.opts;
+  if (a.quick) {
+    o.chunks = {16, 32, 64, 128, 256};
+    o.cached = {0, 128};
+    o.batches = {1, 2, 4, 8};
+    o.contexts = {32, 256};
+    o.decode_steps = 24;
+    o.transfer_bytes = {64 << 10, 1 << 20};
+  }
+  o.engine.prefix_cache = true;
+  o.progress = [](const std::string& s) { std::fprintf(stderr, "profile: %s\n", s.c_str()); };
+  try {
+    planner::Profile p = planner::measure_profile(o);
+    const std::string text = planner::profile_to_json(p);
+    if (a.output.empty() || a.output == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      std::ofstream f(a.output, std::ios::binary);
+      f << text;
+      if (!f.flush()) {
+        std::fprintf(stderr, "error: cannot write %s\n", a.output.c_str());
+        return 1;
+      }
+      std::fprintf(stderr, "profile: wrote %s (%zu prefill, %zu decode, %zu transfer points)\n", a.output.c_str(),
+                   p.prefill.size(), p.decode.size(), p.transfer.size());
+    }
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "error: %s\n", ex.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pdserve::cli

@@ -1,0 +1,34 @@
+// Subcommands of the planner layer (src/planner): `pdserve profile` measures an engine's
+// cost model, `pdserve simulate` replays a workload through simulated instances with it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "loadgen/bench.h"
+#include "planner/profiler.h"
+#include "planner/simulator.h"
+
+namespace pdserve::cli {
+
+struct ProfileArgs {
+  planner::ProfileOptions opts;
+  std::string output;  // -o FILE ("" or "-": stdout)
+  bool quick = false;  // --quick: a small grid (seconds)
+};
+void add_profile_command(CLI::App& app, ProfileArgs& a);
+int run_profile(ProfileArgs& a);
+
+struct SimulateArgs {
+  std::string profile;
+  loadgen::BenchConfig bench;      // workload and SLO flags as `pdserve bench` takes them
+  std::vector<std::string> trace;  // --trace FORMAT FILE
+  planner::SimConfig sim;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // the instances' --kv-dtype (checked against the profile)
+  std::string json_out;
+};
+void add_simulate_command(CLI::App& app, SimulateArgs& a);
+int run_simulate(SimulateArgs& a);
+
+}  // namespace pdserve::cli
