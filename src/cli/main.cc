@@ -7,6 +7,7 @@
 #include "cli/parse_command_line.h"
 #include "cli/planner_commands.h"
 #include "cli/worker_commands.h"
+#include "cli/planner_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pdserve: a KV-cache-centric LLM inference server for GGUF models"};
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
   std::string hash_key;
   pdserve::cli::add_hash_key_command(app, hash_key);
 
+  pdserve::cli::PlannerArgs planner;
+  pdserve::cli::add_planner_command(app, planner);
   pdserve::cli::ProfileArgs profile;
   pdserve::cli::add_profile_command(app, profile);
   pdserve::cli::SimulateArgs simulate;
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
   if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
   if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
+  if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
   if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
   if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
   if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);

@@ -23,7 +23,16 @@ struct RouterEngine::Group {
   int64_t generated = 0;
   ChoiceOutcome first;  // choice 0's
   double ttft = -1, queue = -1;
+  std::string slo_class;  // "high" | "medium" | "low" | "none"
+  double ttft_target_s = 0, tpot_target_s = 0;
 };
+
+namespace {
+const char* class_label(int slo_class) {
+  static const char* names[] = {"high", "medium", "low"};
+  return slo_class >= 0 && slo_class < 3 ? names[slo_class] : "none";
+}
+}  // namespace
 
 Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
   if (cfg.decode.empty() && cfg.decode_long.empty() && cfg.discovery.kind == DiscoveryUrl::Kind::None)
@@ -174,6 +183,13 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
   auto group = std::make_shared<Group>();
   group->remaining = opts.n;
   group->prompt_tokens = static_cast<int>(prompt.size());
+  group->slo_class = class_label(opts.slo_class);
+  group->ttft_target_s = opts.ttft_target_s;
+  group->tpot_target_s = opts.tpot_target_s;
+  {
+    std::lock_guard<std::mutex> lk(class_mu_);
+    class_traffic_[group->slo_class].arrivals++;
+  }
   std::vector<std::shared_ptr<RoutedChoice>> opened;
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (int k = 0; k < opts.n; ++k) {
@@ -226,6 +242,14 @@ void RouterEngine::record(Group& g, int choice, const ChoiceOutcome& o) {
   const double tpot = has_tpot ? (f.e2e_s - f.ttft_s) / (f.completion_tokens - 1) : 0.0;
   metrics_.record_request(engine::finish_reason_name(f.finish), std::max(0.0, g.queue), std::max(0.0, g.ttft), tpot,
                           has_tpot, f.e2e_s, g.prompt_tokens, g.generated);
+  std::lock_guard<std::mutex> ck(class_mu_);
+  engine::ClassTraffic& t = class_traffic_[g.slo_class];
+  t.finished++;
+  t.prompt_tokens += g.prompt_tokens;
+  t.generation_tokens += g.generated;
+  const bool ttft_ok = g.ttft >= 0 && (g.ttft_target_s <= 0 || g.ttft <= g.ttft_target_s);
+  const bool tpot_ok = !has_tpot || g.tpot_target_s <= 0 || tpot <= g.tpot_target_s;
+  if (ttft_ok && tpot_ok) t.attained++;
 }
 
 int RouterEngine::context_length() const {
@@ -278,6 +302,8 @@ engine::MetricsSnapshot RouterEngine::metrics() const {
     m.prefix_cache_hits += ws.load.prefix_cache_hits();
     m.preemptions += ws.load.preemptions();
   }
+  std::lock_guard<std::mutex> lk(class_mu_);
+  m.router_classes = class_traffic_;
   return m;
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,8 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   std::thread watcher_;
 
   engine::EngineMetrics metrics_;
+  mutable std::mutex class_mu_;
+  std::map<std::string, engine::ClassTraffic> class_traffic_;  // by SLO class name (guarded by class_mu_)
   std::atomic<int64_t> prompt_tokens_{0}, generation_tokens_{0};
 };
 

@@ -33,6 +33,12 @@ struct KvStoreTierMetrics {
   Histogram get_seconds, put_seconds;
 };
 
+/// The router's traffic of one SLO class (the planner's input: arrivals, lengths, SLO
+/// attainment against the request's own targets; a target of 0 counts as met).
+struct ClassTraffic {
+  int64_t arrivals = 0, finished = 0, prompt_tokens = 0, generation_tokens = 0, attained = 0;
+};
+
 /// Snapshot of everything /metrics reports about the engine.
 struct MetricsSnapshot {
   int64_t requests_running = 0, requests_waiting = 0;
@@ -61,6 +67,8 @@ struct MetricsSnapshot {
   std::vector<KvStoreTierMetrics> kv_store;
   // The router's decode workers (address → 1 healthy, 0 not); empty elsewhere.
   std::map<std::string, int> decode_workers;
+  // The router's requests by SLO class name ("none" without a class); empty elsewhere.
+  std::map<std::string, ClassTraffic> router_classes;
 };
 
 /// Request-level metrics, written by the engine thread, read by /metrics handlers.

@@ -164,6 +164,22 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
     for (const auto& [addr, up] : m.decode_workers)
       w.labelled("pdserve_router_decode_worker_up", "address=\"" + escape_label(addr) + "\"", up);
   }
+  if (!m.router_classes.empty()) {  // the planner's input (planner/plan_observer.h)
+    auto per_class = [&](const char* name, const char* help, int64_t engine::ClassTraffic::*field) {
+      w.header(name, "counter", help);
+      for (const auto& [cls, t] : m.router_classes)
+        w.labelled(name, "slo_class=\"" + escape_label(cls) + "\"", static_cast<double>(t.*field));
+    };
+    per_class("pdserve_router_class_requests_total", "Requests the router received, by SLO class.", &engine::ClassTraffic::arrivals);
+    per_class("pdserve_router_class_finished_total", "Requests the router finished, by SLO class.", &engine::ClassTraffic::finished);
+    per_class("pdserve_router_class_prompt_tokens_total", "Prompt tokens of finished requests, by SLO class.",
+              &engine::ClassTraffic::prompt_tokens);
+    per_class("pdserve_router_class_generation_tokens_total", "Generated tokens of finished requests, by SLO class.",
+              &engine::ClassTraffic::generation_tokens);
+    per_class("pdserve_router_class_slo_attained_total",
+              "Finished requests within their own TTFT and TPOT targets (none set: met), by SLO class.",
+              &engine::ClassTraffic::attained);
+  }
   return w.str();
 }
 
