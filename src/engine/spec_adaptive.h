@@ -37,8 +37,8 @@ inline int spec_cost_k(double acceptance, double threshold, int k_max) {
 /// Without `adaptive`, always k_max. `threshold` (SpecCostModel::threshold; 0: none)
 /// caps k by spec_cost_k once the sequence had a verification (its first proposal
 /// measures its acceptance); when it allows no row the sequence idles 2^closings steps
-/// (at most 64), then probes with one token. With threshold >= 1 no acceptance could
-/// pay: no proposal at all.
+/// (at most 64), then probes with one token — except with threshold >= 1, where no
+/// acceptance could pay and it does not propose at all.
 inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold = 0) {
   if (!adaptive) return k_max;
   if (st.k < 0) st.k = k_max;
@@ -47,8 +47,8 @@ inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold
     return 0;
   }
   const int k = std::min(st.k, k_max);
-  if (threshold >= 1) return 0;
   if (threshold <= 0 || st.verified == 0) return k;
+  if (threshold >= 1) return 0;
   const int ck = spec_cost_k(spec_acceptance(st), threshold, k_max);
   if (ck > 0) {
     st.gated = 0;

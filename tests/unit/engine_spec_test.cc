@@ -103,7 +103,7 @@ TEST(SpecAdaptive, CostGateCutsKToRowsThatPayAndProbes) {
   EXPECT_EQ(engine::spec_cost_k(0.5, 0.6, 4), 0);
   EXPECT_EQ(engine::spec_cost_k(0.5, 0, 4), 4);
   engine::SpecState st;
-  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.99), 4);  // the first proposal is not gated below 1
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.99), 4);  // the first proposal is never gated
   engine::spec_update(st, 4, 4, 4);                       // acceptance (4.5 / 5) = 0.9
   EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.5), 4);    // 0.9^4 = 0.66 > 0.5
   EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.85), 1);   // only 0.9 > 0.85
@@ -122,7 +122,8 @@ TEST(SpecAdaptive, CostGateCutsKToRowsThatPayAndProbes) {
   while (engine::spec_next_k(st, 4, true, 0.8) == 0 && idle < 100) ++idle;
   EXPECT_EQ(idle, 5);  // the closing step + 4 idle steps (second closing in a row), then the probe
   // A row that no acceptance pays for (threshold >= 1): no proposal, no probe.
-  engine::SpecState slow;  // not even a first proposal
+  engine::SpecState slow;
+  engine::spec_update(slow, 4, 4, 4);
   for (int i = 0; i < 200; ++i) EXPECT_EQ(engine::spec_next_k(slow, 4, true, 1.2), 0);
   EXPECT_EQ(engine::spec_next_k(slow, 4, false, 1.2), 4);  // not adaptive: no gate
 }
