@@ -14,6 +14,8 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     std::string help = "pdserve --help";
     for (const CLI::App* sub : app.get_subcommands()) help = "pdserve " + sub->get_name() + " --help";
     std::string what = e.what();
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-')
+      what = std::string("unknown command '") + argv[1] + "'";
     if (!what.empty() && what.back() == '\n') what.pop_back();
     std::fprintf(stderr, "error: %s (see '%s')\n", what.c_str(), help.c_str());
     return 2;

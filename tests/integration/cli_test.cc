@@ -143,7 +143,7 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
       {"serve", "error: --model is required"},
       {"decode" + model, "error: --port is required"},
       {"bench --url http://127.0.0.1:1 --model m --rate -inf", "error: --rate: "},
-      {"no-such-command", "error: "},
+      {"no-such-command", "error: unknown command 'no-such-command' (see 'pdserve --help')"},
   };
   for (const auto& c : cases) {
     const RunResult r = run(c.args);
