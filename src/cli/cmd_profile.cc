@@ -40,6 +40,10 @@ int run_profile(ProfileArgs& a) {
     o.transfer_bytes = {64 << 10, 1 << 20};
   }
   o.engine.prefix_cache = true;
+  if (!a.output.empty() && a.output != "-" && !std::ofstream(a.output, std::ios::binary | std::ios::app)) {
+    std::fprintf(stderr, "error: -o %s: cannot open for writing\n", a.output.c_str());  // before minutes of measuring
+    return 1;
+  }
   o.progress = [](const std::string& s) { std::fprintf(stderr, "profile: %s\n", s.c_str()); };
   try {
     planner::Profile p = planner::measure_profile(o);
