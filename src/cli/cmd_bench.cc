@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "loadgen/bench.h"
+#include "loadgen/class_mix.h"
 #include "loadgen/plot.h"
 #include "loadgen/report.h"
 #include "cli/commands.h"
@@ -64,6 +65,12 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--json", a.json_out, "write the JSON report here");
   cmd->add_option("--plot", a.plot_out, "write latency CDFs and throughput over time here (PNG, via gnuplot)");
   cmd->add_flag("--no-progress{false}", c.progress, "no progress display on stderr");
+  // A malformed --class mix is a usage error (one line, exit 2), found before any request.
+  cmd->parse_complete_callback([&c] {
+    if (c.class_mix.empty()) return;
+    auto mix = loadgen::parse_class_mix(c.class_mix);
+    if (!mix.ok()) throw CLI::ValidationError(mix.error());
+  });
 }
 
 int run_bench(BenchArgs& a) {

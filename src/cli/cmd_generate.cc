@@ -5,7 +5,6 @@
 
 #include "base/clock.h"
 #include "cli/commands.h"
-#include "cli/kv_store_flag.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::cli {
@@ -23,7 +22,6 @@ void add_generate_command(CLI::App& app, GenerateArgs& a) {
 }
 
 int run_generate(const GenerateArgs& a) {
-  if (int rc = check_kv_store_flag(a.engine)) return rc;  // before the model loads
   auto eng = engine::Engine::create(a.engine);
   if (!eng.ok()) {
     std::fprintf(stderr, "error: %s\n", eng.error().c_str());

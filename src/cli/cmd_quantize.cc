@@ -14,7 +14,14 @@ void add_quantize_command(CLI::App& app, QuantizeArgs& a) {
       "Q4_K_M, Q5_K_M, IQ4_NL or IQ4_XS");
   cmd->add_option("input", a.input, "input GGUF file")->required();
   cmd->add_option("output", a.output, "output GGUF file")->required();
-  cmd->add_option("type", a.type, "output type")->required();
+  cmd->add_option("type", a.type, "output type")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            auto plan = model::parse_quantize_type(name);
+            return plan.ok() ? std::string() : plan.error();
+          },
+          "TYPE"));
 }
 
 int run_quantize(const QuantizeArgs& a) {

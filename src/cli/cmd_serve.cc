@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/kv_store_flag.h"
 #include "gateway/auth_config.h"
 #include "server/http_server.h"
 #include "tokenizer/chat_jinja.h"
@@ -121,7 +120,6 @@ int run_hash_key(const std::string& key) {
 
 int run_serve(const ServeArgs& a) {
   if (int rc = check_auth_file(a.http)) return rc;  // before the model loads
-  if (int rc = check_kv_store_flag(a.engine)) return rc;
   auto eng = engine::Engine::create(a.engine);
   if (!eng.ok()) {
     std::fprintf(stderr, "error: %s\n", eng.error().c_str());

@@ -13,7 +13,6 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
-#include "cli/kv_store_flag.h"
 #include "cli/worker_commands.h"
 #include "disagg/decode_service.h"
 #include "disagg/discovery.h"
@@ -190,7 +189,6 @@ void add_decode_command(CLI::App& app, WorkerArgs& a) {
 }
 
 int run_prefill(WorkerArgs& a) {
-  if (int rc = check_kv_store_flag(a.engine)) return rc;  // before the model loads
   auto disc = disagg::parse_discovery_url(a.discovery);
   if (!disc.ok()) {
     std::fprintf(stderr, "error: %s\n", disc.error().c_str());
@@ -210,7 +208,6 @@ int run_prefill(WorkerArgs& a) {
 }
 
 int run_decode(WorkerArgs& a) {
-  if (int rc = check_kv_store_flag(a.engine)) return rc;  // before the model loads
   auto disc = disagg::parse_discovery_url(a.discovery);
   if (!disc.ok()) {
     std::fprintf(stderr, "error: %s\n", disc.error().c_str());

@@ -1,5 +1,6 @@
 #include "cli/choice_option.h"
 #include "cli/commands.h"
+#include "kv/redis_store.h"
 
 namespace pdserve::cli {
 
@@ -66,7 +67,18 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
          "--kv-offload-gb", [&cfg](double gb) { cfg.kv_tiers.offload_bytes = static_cast<int64_t>(gb * (1 << 30)); },
          "size bound of --kv-offload-dir in GiB (default 10; least recently used blocks are deleted)")
       ->check(kFinite & CLI::Range(1e-6, 1e6))->needs(dir);
-  cmd.add_option("--kv-store", cfg.kv_tiers.store_url, "shared tier: a Redis server, redis://HOST:PORT[/DB]");
+  // A malformed URL is a usage error, reported before the model loads (the engine opens the
+  // tier only after loading it). CLI11 prefixes the message with the flag's name.
+  cmd.add_option("--kv-store", cfg.kv_tiers.store_url, "shared tier: a Redis server, redis://HOST:PORT[/DB]")
+      ->check(CLI::Validator(
+          [](std::string& url) -> std::string {
+            auto parsed = kv::parse_redis_url(url);
+            if (parsed.ok()) return {};
+            std::string why = parsed.error();
+            const std::string flag = "--kv-store ";
+            return why.rfind(flag, 0) == 0 ? why.substr(flag.size()) : why;
+          },
+          "URL"));
   cmd.add_option("--kv-store-timeout-ms", cfg.kv_tiers.timeout_ms, "timeout of one --kv-store call (ms)")
       ->default_val(200)->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--kv-restore", cfg.kv_tiers.restore,

@@ -144,6 +144,9 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
       {"decode" + model, "error: --port is required"},
       {"bench --url http://127.0.0.1:1 --model m --rate -inf", "error: --rate: "},
       {"no-such-command", "error: unknown command 'no-such-command' (see 'pdserve --help')"},
+      {"bench --url http://127.0.0.1:1 --tokenizer ../shared/models/stories260K.gguf --class 'a:share=x'", "error: bad --class 'a:share=x'"},
+      {"bench --url http://127.0.0.1:1 --tokenizer ../shared/models/stories260K.gguf --class a --class a", "error: --class 'a' given twice"},
+      {"quantize in.gguf out.gguf Q9_9", "error: type: unknown quantisation type 'Q9_9'"},
   };
   for (const auto& c : cases) {
     const RunResult r = run(c.args);

@@ -143,9 +143,10 @@ Run run_serve(const std::string& args) {
   return r;
 }
 
-// The error line: exactly one line starts with "error:", and it names the flag.
-void expect_one_line_error(const Run& r, const std::string& flag) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+// The error line: exactly one line starts with "error:", and it names the flag. Exit code
+// 1 for a start-up failure, 2 for a usage error (a malformed flag value).
+void expect_one_line_error(const Run& r, const std::string& flag, int exit_code = 1) {
+  EXPECT_EQ(r.exit_code, exit_code) << r.err;
   std::istringstream in(r.err);
   int errors = 0;
   for (std::string line; std::getline(in, line);)
@@ -159,7 +160,7 @@ void expect_one_line_error(const Run& r, const std::string& flag) {
 TEST(KvStoreDisk, BadTierFlagsAreOneLineErrorsAtStart) {
   expect_one_line_error(run_serve("--kv-offload-dir /proc/pdserve-kv"), "--kv-offload-dir");
   for (const char* url : {"http://127.0.0.1:6379", "redis://127.0.0.1:99999", "redis://:6379", "redis://h:1/db"})
-    expect_one_line_error(run_serve(std::string("--kv-store '") + url + "'"), "--kv-store");
+    expect_one_line_error(run_serve(std::string("--kv-store '") + url + "'"), "--kv-store", 2);
 }
 
 // Checked before the model loads: with a model file that does not exist, the malformed
@@ -177,7 +178,7 @@ TEST(KvStoreDisk, MalformedStoreUrlIsReportedBeforeTheModelLoads) {
     ss << e.rdbuf();
     r.err = ss.str();
     SCOPED_TRACE(cmd);
-    expect_one_line_error(r, "--kv-store");
+    expect_one_line_error(r, "--kv-store", 2);
     EXPECT_EQ(r.err.find("pdserve-model.gguf"), std::string::npos) << r.err;
   }
   std::remove(err_path.c_str());
