@@ -43,6 +43,11 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--max-prompt-tokens", a.max_prompt_tokens, "tokens of each prompt (400 beyond; 0 = the context length - 1)")
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 30));
+  cmd.add_option("--max-completion-tokens", a.max_completion_tokens,
+                 "largest max_tokens a request may ask (400 beyond), and the max_tokens of one that gives none; "
+                 "0 = up to the context end")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 30));
   cmd.add_option("--chat-template-file", a.chat_template_file,
                  "Jinja chat template file used instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
@@ -67,6 +72,7 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.request_limits.max_json_depth = a.max_json_depth;
   sc.request_limits.max_stop_bytes = a.max_stop_length;
   sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
+  sc.request_limits.max_completion_tokens = a.max_completion_tokens;
   if (!a.chat_template_file.empty()) {
     std::ifstream f(a.chat_template_file, std::ios::binary);
     std::stringstream ss;

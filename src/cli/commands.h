@@ -44,6 +44,7 @@ struct HttpArgs {
   int max_json_depth = 64;
   size_t max_stop_length = 256;
   int max_prompt_tokens = 0;
+  int max_completion_tokens = 0;  // --max-completion-tokens (0 = up to the context end)
   std::string chat_template_file;  // --chat-template-file
   std::string chat_template_date;  // --chat-template-date YYYY-MM-DD (empty: today, UTC)
 };

@@ -108,6 +108,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, *err);
     return;
   }
+  parsed.request.params.max_tokens = effective_max_tokens(parsed.request, limits_);
   const GenerationRequest& r = parsed.request;
   if (auto err = check_model(r, engine_.model_name())) {
     send_error(res, *err);

@@ -37,7 +37,18 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
                          std::string("stop"));
     }
   }
+  if (limits.max_completion_tokens > 0 && req.params.max_tokens > limits.max_completion_tokens) {
+    return bad_request("Invalid 'max_tokens': " + std::to_string(req.params.max_tokens) +
+                           " is more than this server generates per request (at most " +
+                           std::to_string(limits.max_completion_tokens) + ", --max-completion-tokens).",
+                       std::string("max_tokens"));
+  }
   return std::nullopt;
+}
+
+int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits) {
+  if (req.params.max_tokens > 0 || limits.max_completion_tokens <= 0) return req.params.max_tokens;
+  return limits.max_completion_tokens;
 }
 
 std::optional<ApiError> check_prompt_tokens(const GenerationRequest& req, const std::vector<std::vector<int32_t>>& prompts,

@@ -18,14 +18,20 @@ struct RequestLimits {
   int max_json_depth = 64;       // --max-json-depth: nesting of objects/arrays in the body
   size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
   int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
+  int max_completion_tokens = 0; // --max-completion-tokens: largest max_tokens (0 = the context end)
 };
 
 /// 400 when `body` nests JSON arrays/objects deeper than `max_depth` (a linear scan that
 /// skips strings; run before parsing). Malformed JSON is left to the parser.
 std::optional<ApiError> check_json_depth(std::string_view body, int max_depth);
 
-/// 400 for a stop string longer than the limit (param "stop").
+/// 400 for a stop string longer than the limit (param "stop"), or a max_tokens /
+/// max_completion_tokens above limits.max_completion_tokens when set (param "max_tokens").
 std::optional<ApiError> check_request_limits(const GenerationRequest& req, const RequestLimits& limits);
+
+/// The max_tokens a request runs with: its own, or limits.max_completion_tokens (when set)
+/// for a request that gave none (which would otherwise run to the context end).
+int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits);
 
 /// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code
 /// "context_length_exceeded", param prompt/messages.

@@ -187,7 +187,8 @@ long rss_kib(pid_t pid) {
 }
 
 TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
-  testing::ServerProcess srv({"--max-json-depth", "8", "--max-stop-length", "16", "--max-prompt-tokens", "8"});
+  testing::ServerProcess srv({"--max-json-depth", "8", "--max-stop-length", "16", "--max-prompt-tokens", "8",
+                              "--max-completion-tokens", "256"});
   ASSERT_TRUE(srv.ready()) << srv.error();
   // A long streamed request runs throughout and must end normally.
   std::thread other([&] {
@@ -213,6 +214,7 @@ TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
       {"prompt tokens", R"({"prompt": "Once upon a time there was a little girl named Lily"})", "prompt", "max-prompt-tokens"},
       {"n", R"({"prompt": "Once", "n": 17})", "n", ""},
       {"logprobs", R"({"prompt": "Once", "logprobs": 6})", "logprobs", ""},
+      {"max_tokens", R"({"prompt": "Once", "max_tokens": 257})", "max_tokens", "max-completion-tokens"},
   };
   auto cli = srv.client();
   for (const Case& c : cases) {
@@ -234,6 +236,16 @@ TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
                      "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+  // A request that gives no max_tokens runs to --max-completion-tokens, not the context end.
+  // ("max_tokens": null on /v1/completions asks for the context end, like an absent one on chat.)
+  auto capped = cli.Post("/v1/completions",
+                         R"({"prompt": "Once", "max_tokens": null, "ignore_eos": true, "temperature": 0})",
+                         "application/json");
+  ASSERT_TRUE(capped);
+  ASSERT_EQ(capped->status, 200) << capped->body;
+  const json cj = json::parse(capped->body);
+  EXPECT_EQ(cj["usage"]["completion_tokens"], 256) << capped->body;
+  EXPECT_EQ(cj["choices"][0]["finish_reason"], "length") << capped->body;
   other.join();
   EXPECT_TRUE(testing::wait_pool_free(srv.port()));
 }
