@@ -23,7 +23,7 @@
 # Measure on a quiet machine; on a shared one, each measuring phase under the bench lock:
 #   flock /work/bench.lock bench/machine_limits.sh build /tmp/limits tput
 # Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K"), SHAPE (tinyllama-1.1b),
-#   CTX_TYPE (Q4_0: the type of the ctx phase), TTFT_TYPE (Q4_0), TTFT_SECONDS (40),
+#   CTX_TYPE (Q4_0: the type of the ctx phase), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
 #   PEER (../shared/tools/peer.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K}
 shape=${SHAPE:-tinyllama-1.1b}
 ctx_type=${CTX_TYPE:-Q4_0}
 ttft_type=${TTFT_TYPE:-Q4_0}
-ttft_secs=${TTFT_SECONDS:-40}
+ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
 pds="$build/pdserve"
 mkdir -p "$out/logs"
@@ -96,9 +96,12 @@ wait_health() {
 phase_ttft() {
   local m trace port url pid name
   m=$(model "$ttft_type")
-  trace="$out/ttft_trace.jsonl"  # 4,000 requests at t=0: one hash block = the same 256-token prompt
+  # All requests at t=0 (the closed loop is --concurrency 8); one hash block = the same
+  # 256-token prompt in every request. --max-requests bounds the run (not --duration: every
+  # request of the trace "arrives" before it).
+  trace="$out/ttft_trace.jsonl"
   python3 -c 'import json
-for _ in range(4000): print(json.dumps({"timestamp": 0, "input_length": 256, "output_length": 32, "hash_ids": [0]}))' > "$trace"
+for _ in range(1000): print(json.dumps({"timestamp": 0, "input_length": 256, "output_length": 32, "hash_ids": [0]}))' > "$trace"
   for name in pds ref; do
     port=$((18900 + RANDOM % 500))
     url=http://127.0.0.1:$port
@@ -112,7 +115,7 @@ for _ in range(4000): print(json.dumps({"timestamp": 0, "input_length": 256, "ou
     wait_health "$url"
     local common=(--url "$url" --model tinyllama --tokenizer "$m" --trace mooncake "$trace" --concurrency 8 --no-progress)
     "$pds" bench "${common[@]}" --max-requests 16 > "$out/logs/ttft-$name-warmup.log"  # every slot / the cache warm
-    { stamp; "$pds" bench "${common[@]}" --duration "$ttft_secs" --json "$out/logs/ttft-$name.json"; stamp; } \
+    { stamp; "$pds" bench "${common[@]}" --max-requests "$ttft_requests" --json "$out/logs/ttft-$name.json"; stamp; } \
         > "$out/logs/ttft-$name.log"
     grep -iE 'ttft|completed' "$out/logs/ttft-$name.log" | head -4
     kill "$pid"
