@@ -5,7 +5,9 @@
 // which reads every weight once, cannot beat; BM_StreamReadPrefetch with software prefetch).
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
+// BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only loops, issue #21).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -127,6 +129,121 @@ void BM_StreamRead(benchmark::State& state) { stream_read<false>(state); }
 void BM_StreamReadPrefetch(benchmark::State& state) { stream_read<true>(state); }
 BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_StreamReadPrefetch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Compute peak (issue #21): register-only loops of the instruction sequences the kernels
+// use, on range(0) threads (one OpenMP region; each thread runs the same loop; the time is
+// the region's wall time). Nothing touches memory, so the rate is the core's issue rate
+// for that sequence times the cores. Counter OP/s: 2 ops per multiply-add.
+//  - BM_PeakInt8Avx2: the AVX2 int8 dot of the Q8_0/Q4_0/K-quant GEMMs (qgemm_simd.inc
+//    without VNNI): vpmaddubsw (u8×s8 → 16 s16 pair sums) + vpmaddwd by ones (→ 8 s32) +
+//    vpaddd into the accumulator = 32 multiply-adds per 256-bit step; 8 independent
+//    accumulators (more than the 3+3+1-cycle latency × 2 issue ports needs).
+//  - BM_PeakFma32: vfmadd231ps ymm, 10 independent accumulators (latency 4 × 2 FMA ports
+//    = 8 in flight needed): 8 multiply-adds per instruction.
+// The int8 loop is inline asm (8 accumulators in registers); in the FMA loop an empty asm
+// statement makes the operands opaque each iteration, so the compiler can neither hoist the
+// products nor drop the loop. Run on an idle machine: the counter is per wall-clock second.
+constexpr int64_t kPeakIters = int64_t{1} << 24;
+
+int64_t peak_int8_thread() {
+  // Written in asm so that the 8 accumulators stay in registers (ymm8-15); ymm0 = the
+  // activations, ymm1-4 = four weight vectors, ymm5 = 16-bit ones, ymm6/7 = temporaries.
+  alignas(32) int32_t out[8];
+  int64_t n = kPeakIters;
+  asm volatile(
+      "vpcmpeqb %%ymm0, %%ymm0, %%ymm0\n\t"
+      "vpabsb %%ymm0, %%ymm0\n\t"  // activations: 1
+      "vpcmpeqb %%ymm1, %%ymm1, %%ymm1\n\t"  // weights: -1, 1, -1, 1
+      "vpabsb %%ymm1, %%ymm2\n\t"
+      "vmovdqa %%ymm1, %%ymm3\n\t"
+      "vmovdqa %%ymm2, %%ymm4\n\t"
+      "vpsrlw $15, %%ymm3, %%ymm5\n\t"  // 16-bit ones
+      "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"
+      "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"
+      "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"
+      "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vpxor %%ymm14, %%ymm14, %%ymm14\n\t"
+      "vpxor %%ymm15, %%ymm15, %%ymm15\n\t"
+      "1:\n\t"
+      "vpmaddubsw %%ymm1, %%ymm0, %%ymm6\n\t"
+      "vpmaddwd %%ymm5, %%ymm6, %%ymm6\n\t"
+      "vpaddd %%ymm6, %%ymm8, %%ymm8\n\t"
+      "vpmaddubsw %%ymm2, %%ymm0, %%ymm7\n\t"
+      "vpmaddwd %%ymm5, %%ymm7, %%ymm7\n\t"
+      "vpaddd %%ymm7, %%ymm9, %%ymm9\n\t"
+      "vpmaddubsw %%ymm3, %%ymm0, %%ymm6\n\t"
+      "vpmaddwd %%ymm5, %%ymm6, %%ymm6\n\t"
+      "vpaddd %%ymm6, %%ymm10, %%ymm10\n\t"
+      "vpmaddubsw %%ymm4, %%ymm0, %%ymm7\n\t"
+      "vpmaddwd %%ymm5, %%ymm7, %%ymm7\n\t"
+      "vpaddd %%ymm7, %%ymm11, %%ymm11\n\t"
+      "vpmaddubsw %%ymm1, %%ymm0, %%ymm6\n\t"
+      "vpmaddwd %%ymm5, %%ymm6, %%ymm6\n\t"
+      "vpaddd %%ymm6, %%ymm12, %%ymm12\n\t"
+      "vpmaddubsw %%ymm2, %%ymm0, %%ymm7\n\t"
+      "vpmaddwd %%ymm5, %%ymm7, %%ymm7\n\t"
+      "vpaddd %%ymm7, %%ymm13, %%ymm13\n\t"
+      "vpmaddubsw %%ymm3, %%ymm0, %%ymm6\n\t"
+      "vpmaddwd %%ymm5, %%ymm6, %%ymm6\n\t"
+      "vpaddd %%ymm6, %%ymm14, %%ymm14\n\t"
+      "vpmaddubsw %%ymm4, %%ymm0, %%ymm7\n\t"
+      "vpmaddwd %%ymm5, %%ymm7, %%ymm7\n\t"
+      "vpaddd %%ymm7, %%ymm15, %%ymm15\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "vpaddd %%ymm9, %%ymm8, %%ymm8\n\t"
+      "vpaddd %%ymm11, %%ymm10, %%ymm10\n\t"
+      "vpaddd %%ymm13, %%ymm12, %%ymm12\n\t"
+      "vpaddd %%ymm15, %%ymm14, %%ymm14\n\t"
+      "vpaddd %%ymm10, %%ymm8, %%ymm8\n\t"
+      "vpaddd %%ymm14, %%ymm12, %%ymm12\n\t"
+      "vpaddd %%ymm12, %%ymm8, %%ymm8\n\t"
+      "vmovdqa %%ymm8, %[out]\n\t"
+      "vzeroupper\n\t"
+      : [n] "+r"(n), [out] "=m"(out)
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+        "xmm14", "xmm15", "cc");
+  return out[0];
+}
+constexpr int64_t kPeakInt8MacsPerIter = 8 * 32;
+
+float peak_fma_thread() {
+  __m256 c0 = _mm256_set1_ps(0.f), c1 = _mm256_set1_ps(1.f), c2 = _mm256_set1_ps(2.f), c3 = _mm256_set1_ps(3.f),
+         c4 = _mm256_set1_ps(4.f), c5 = _mm256_set1_ps(5.f), c6 = _mm256_set1_ps(6.f), c7 = _mm256_set1_ps(7.f),
+         c8 = _mm256_set1_ps(8.f), c9 = _mm256_set1_ps(9.f);
+  __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  for (int64_t i = 0; i < kPeakIters; ++i) {
+    asm volatile("" : "+x"(a), "+x"(b));
+    c0 = _mm256_fmadd_ps(a, c0, b); c1 = _mm256_fmadd_ps(a, c1, b); c2 = _mm256_fmadd_ps(a, c2, b);
+    c3 = _mm256_fmadd_ps(a, c3, b); c4 = _mm256_fmadd_ps(a, c4, b); c5 = _mm256_fmadd_ps(a, c5, b);
+    c6 = _mm256_fmadd_ps(a, c6, b); c7 = _mm256_fmadd_ps(a, c7, b); c8 = _mm256_fmadd_ps(a, c8, b);
+    c9 = _mm256_fmadd_ps(a, c9, b);
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                                 _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)), _mm256_add_ps(c8, c9)));
+  return _mm256_cvtss_f32(s);
+}
+constexpr int64_t kPeakFmaMacsPerIter = 10 * 8;
+
+template <typename Fn>
+void peak_loop(benchmark::State& state, Fn thread_loop, int64_t macs_per_iter) {
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    double sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += static_cast<double>(thread_loop());
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["OP/s"] = benchmark::Counter(2.0 * static_cast<double>(macs_per_iter) * kPeakIters * threads * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+}
+void BM_PeakInt8Avx2(benchmark::State& state) { peak_loop(state, peak_int8_thread, kPeakInt8MacsPerIter); }
+void BM_PeakFma32(benchmark::State& state) { peak_loop(state, peak_fma_thread, kPeakFmaMacsPerIter); }
+BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 

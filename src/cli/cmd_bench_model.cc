@@ -4,6 +4,7 @@
 // decoding together (batched decode). With --kv-budget the batched sequences evict tokens
 // as the engine's decode steps do (kv::KvCacheManager::evict_tokens after every step, the
 // attention-mass rows of h2o accumulated from the forward pass: engine.cc / scheduler.cc).
+// --profile adds a per-op table (model/op_profile.h) of the pp step and the tg steps.
 #include <omp.h>
 
 #include <algorithm>
@@ -43,6 +44,12 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 20));
   add_choice_option(*cmd, "--kv-evict", a.evict.policy, kv_evict_choices(), "token eviction under --kv-budget", "h2o");
+  cmd->add_option("-d,--depth", a.depth,
+                  "decode (tg) at this context: the sequence starts with D random K/V entries instead of the prompt "
+                  "(long-context decode without the long prefill; 0 = tg after the pp prompt)")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--profile", a.profile, "print a per-op time breakdown of the pp step and of a tg (decode) step");
 }
 
 namespace {
@@ -139,6 +146,24 @@ struct Driver {
   }
 };
 
+/// The per-op table of `prof` (summed over prof.forwards passes) per pass, in ms and % of
+/// the pass; `step_secs` = the bench's own wall time per pass (the clock around step()).
+void print_profile(const std::string& what, const model::OpProfile& prof, double step_secs) {
+  if (prof.forwards == 0) return;
+  const double per = 1e6 * static_cast<double>(prof.forwards);  // ns -> ms per pass
+  const double total = static_cast<double>(prof.total_ns) / per;
+  std::printf("\nprofile, %s (%lld forward passes): %.3f ms in forward(), %.3f ms per step()\n", what.c_str(),
+              static_cast<long long>(prof.forwards), total, step_secs * 1e3);
+  std::printf("| %-30s | %9s | %6s |\n", "op", "ms", "%");
+  std::printf("|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(11, '-').c_str(), std::string(8, '-').c_str());
+  for (int i = 0; i < static_cast<int>(model::Op::kCount); ++i) {
+    const double ms = static_cast<double>(prof.ns[i]) / per;
+    std::printf("| %-30s | %9.3f | %5.1f%% |\n", model::op_name(static_cast<model::Op>(i)), ms, 100.0 * ms / total);
+  }
+  const double outside = step_secs * 1e3 - total;
+  std::printf("| %-30s | %9.3f | %6s |\n", "outside forward() (KV, batch)", outside, "");
+}
+
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& a) {
@@ -162,10 +187,11 @@ int run_bench_model(const BenchModelArgs& a) {
   const int bs = 16;
   int max_batch = 0;
   for (int b : a.batch) max_batch = std::max(max_batch, b);
-  const int need_single = (a.p + a.n + 1 + bs - 1) / bs;
+  const int need_single = (std::max(a.p, a.depth) + a.n + 1 + bs - 1) / bs;
   const int need_batched = max_batch * ((a.batch_prompt + a.batch_steps + bs - 1) / bs);
   const int32_t num_blocks = std::max(need_single, need_batched) + 4;
-  if (a.p + a.n + 1 > c.n_ctx) std::fprintf(stderr, "warning: p + n exceeds the model's context (%d)\n", c.n_ctx);
+  if (std::max(a.p, a.depth) + a.n + 1 > c.n_ctx)
+    std::fprintf(stderr, "warning: %s + n exceeds the model's context (%d)\n", a.depth > a.p ? "depth" : "p", c.n_ctx);
 
   kv::KvCacheShape shape;
   shape.n_layers = c.n_layer;
@@ -196,8 +222,15 @@ int run_bench_model(const BenchModelArgs& a) {
     return v;
   };
 
-  std::printf("model %s: %s, %d layers, n_embd %d, n_vocab %d; weights read per token %.1f MiB\n", a.model.c_str(),
-              c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0);
+  // Multiply-adds per token in the weight matmuls (rows x cols of the same tensors; the
+  // attention's Q.K and P.V are not included): 2 ops each.
+  uint64_t welems = 0;
+  for (const auto& t : m.file().tensors())
+    if (t.dims.size() >= 2 && (t.name != "token_embd.weight" || tied)) welems += t.dims[0] * t.dims[1];
+  std::printf("model %s: %s, %d layers, n_embd %d, n_vocab %d; weights read per token %.1f MiB (%llu bytes); "
+              "%.3f GOP per token in the weight matmuls\n",
+              a.model.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0,
+              static_cast<unsigned long long>(wbytes), 2.0 * static_cast<double>(welems) / 1e9);
   std::printf("threads %d, KV cache %s, block size %d, %d blocks\n", threads, kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
   if (a.random_kv || a.kv_budget > 0)
     std::printf("batched prompts: K/V %s; KV budget %d (%s)\n", a.random_kv ? "random (not computed)" : "prefilled", a.kv_budget,
@@ -222,20 +255,42 @@ int run_bench_model(const BenchModelArgs& a) {
 
   struct Row { std::string test; int tokens; double secs; };
   std::vector<Row> rows;
+  struct Profiled { std::string what; model::OpProfile prof; double secs; };
+  std::vector<Profiled> profiles;
   Seq main_seq;
   main_seq.prompt_len = a.p;
   if (a.p > 0) {
     std::vector<Seq*> v{&main_seq};
+    model::OpProfile prof;
+    if (a.profile) m.set_profile(&prof);
     const double t0 = now_seconds();
     d.step(v, {random_tokens(a.p)}, logits);
     rows.push_back({"pp" + std::to_string(a.p), a.p, now_seconds() - t0});
+    m.set_profile(nullptr);
+    if (a.profile) profiles.push_back({"prefill: pp" + std::to_string(a.p) + ", one step", prof, rows.back().secs});
     check();
+  }
+  int tg_ctx = a.p;
+  if (a.depth > 0 && a.n > 0) {  // tg at a given context: random K/V instead of the prompt's
+    d.release(main_seq);
+    main_seq.prompt_len = a.depth;
+    if (!d.fill_random(main_seq, a.depth, rng)) {
+      std::fprintf(stderr, "error: KV pool too small for depth %d\n", a.depth);
+      return 1;
+    }
+    tg_ctx = a.depth;
   }
   if (a.n > 0) {
     std::vector<Seq*> v{&main_seq};
+    model::OpProfile prof;
+    if (a.profile) m.set_profile(&prof);
     const double t0 = now_seconds();
     for (int i = 0; i < a.n; ++i) d.step(v, {random_tokens(1)}, logits);
-    rows.push_back({"tg" + std::to_string(a.n) + (a.p > 0 ? " @ ctx " + std::to_string(a.p) : ""), a.n, now_seconds() - t0});
+    rows.push_back({"tg" + std::to_string(a.n) + (tg_ctx > 0 ? " @ ctx " + std::to_string(tg_ctx) : ""), a.n, now_seconds() - t0});
+    m.set_profile(nullptr);
+    if (a.profile)
+      profiles.push_back({"decode: tg" + std::to_string(a.n) + " @ ctx " + std::to_string(tg_ctx) + ", per step", prof,
+                          rows.back().secs / a.n});
     check();
   }
   d.release(main_seq);
@@ -282,6 +337,7 @@ int run_bench_model(const BenchModelArgs& a) {
               std::string(11, '-').c_str());
   for (const Row& r : rows)
     std::printf("| %-34s | %7d | %8.2f | %9.2f |\n", r.test.c_str(), r.tokens, r.secs, r.tokens / r.secs);
+  for (const Profiled& p : profiles) print_profile(p.what, p.prof, p.secs);
   if (!finite) {
     std::fprintf(stderr, "error: non-finite logits\n");
     return 1;

@@ -142,6 +142,8 @@ struct BenchModelArgs {
   bool random_kv = false;  // --batch-kv random: the batched prompts' K/V written, not computed
   int kv_budget = 0;       // --kv-budget for the batched runs (0 = keep all)
   kv::TokenEvictionConfig evict;  // --kv-evict (defaults as the engine's)
+  int depth = 0;         // --depth: tg after this many random KV entries (0 = after the prompt)
+  bool profile = false;  // --profile: per-op time breakdown of the pp and tg steps
 };
 void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
 int run_bench_model(const BenchModelArgs& a);

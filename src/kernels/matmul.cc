@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/matmul_float.h"
+#include "kernels/matmul_profile.h"
 #include "kernels/parallel.h"
 #include "kernels/qgemm.h"
 #include "kernels/quants.h"
@@ -129,6 +132,8 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
     work += jobs[j].w->rows * cols * n_tokens / 4;
   }
   constexpr int kPackChunk = 8;  // tokens per pack call (a multiple of every pack_align)
+  const bool prof = matmul_profile_on();
+  const int64_t t_prep = prof ? detail::profile_now_ns() : 0;
   // Activations: quantised, then repacked for the kernels; across threads only for
   // batches big enough to pay for the extra barriers (an oversubscribed machine can stall
   // each one for a time slice).
@@ -148,7 +153,11 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
                    act + run.packed_off);
     }
   }
-#pragma omp parallel for schedule(static) if (worth_parallel(work))
+  const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
+#pragma omp parallel if (worth_parallel(work))
+  {
+  const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
+#pragma omp for schedule(static) nowait
   for (int64_t g = 0; g < chunk_start[n_jobs]; ++g) {
     const int j = static_cast<int>(std::upper_bound(chunk_start.begin(), chunk_start.end(), g) - chunk_start.begin()) - 1;
     const WeightView& w = *jobs[j].w;
@@ -161,6 +170,9 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
                  w.rows, run.order);
     }
   }
+  if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / omp_get_num_threads());
+  }
+  if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 
 }  // namespace
@@ -173,6 +185,8 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
   }
   // F16 / BF16 weights: like ggml (vec_dot_type F16 / BF16), the activations are first
   // rounded to the weight's type (RNE), then multiplied in f32.
+  const bool prof = matmul_profile_on();
+  const int64_t t_prep = prof ? detail::profile_now_ns() : 0;
   const int64_t n = static_cast<int64_t>(n_tokens) * w.cols;
   const uint16_t* xb = nullptr;
   if (w.type == GgmlType::F16) {
@@ -185,9 +199,16 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
     xb = b;
   }
   const int64_t n_chunks = (w.rows + kFloatRowChunk - 1) / kFloatRowChunk;
-#pragma omp parallel for schedule(static) if (worth_parallel(w.rows * w.cols * n_tokens))
+  const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
+#pragma omp parallel if (worth_parallel(w.rows * w.cols * n_tokens))
+  {
+  const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
+#pragma omp for schedule(static) nowait
   for (int64_t c = 0; c < n_chunks; ++c)
     matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y, w.rows, isa);
+  if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / omp_get_num_threads());
+  }
+  if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 
 void matmul_multi(const MatmulJob* jobs, int n_jobs, const float* x, int n_tokens, const uint8_t* gemm_order, Isa isa) {

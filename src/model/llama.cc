@@ -61,21 +61,28 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   ws_.fit(c, n, n_out);
   float *x = ws_.x.get(), *xn = ws_.xn.get(), *xo = ws_.xo.get(), *q = ws_.q.get(), *k = ws_.k.get(),
         *v = ws_.v.get(), *attn = ws_.attn.get(), *proj = ws_.proj.get(), *gate = ws_.gate.get(), *up = ws_.up.get();
+  OpTimer prof(profile_);  // --profile: per-op time (op_profile.h); a no-op when off
 
   // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
   auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+    prof.mark(Op::kFfnNorm);
     const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
     kernels::matmul_multi(gate_up, 2, xn, m, ord);
+    prof.mark(Op::kGateUp);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
     for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+    prof.mark(Op::kSwiglu);
     kernels::matmul(L.w_down, gate, m, proj, ord);
+    prof.mark(Op::kDown);
     kernels::add_inplace(xs, proj, m * E);
+    prof.mark(Op::kOther);
   };
 
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
   for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x + static_cast<size_t>(t) * E);
+  prof.mark(Op::kEmbed);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
   for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.keys_of(t)} * nq;
@@ -94,11 +101,14 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
     for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
+    prof.mark(Op::kAttnNorm);
     const kernels::MatmulJob qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
     kernels::matmul_multi(qkv, 3, xn, n, order);
+    prof.mark(Op::kQkv);
     add_bias(q, L.bq, n, nq);
     add_bias(k, L.bk, n, nkv);
     add_bias(v, L.bv, n, nkv);
+    prof.mark(Op::kOther);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
       float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
@@ -107,6 +117,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
       for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
+    prof.mark(Op::kRope);
     if (batch.after_layer) batch.after_layer(l);
     // One task per (token, KV head, part): the query heads of a KV head (GQA group) in one
     // call, so each K/V row is read and converted once for all of them; the group is split
@@ -133,8 +144,11 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
                                         batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), scale, mass);
       }
     }
+    prof.mark(Op::kAttention);
     kernels::matmul(L.wo, attn, n, proj, order);
+    prof.mark(Op::kWo);
     kernels::add_inplace(x, proj, n * E);
+    prof.mark(Op::kOther);
 
     if (l + 1 < n_layers) {
       ffn(L, x, n, order);
@@ -153,7 +167,9 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   if (n_out == 0) return logits;
   float* h = ws_.h.get();
   for (int i = 0; i < n_out; ++i) kernels::rms_norm(&h[size_t(i) * E], &xo[size_t(i) * E], weights_.output_norm, E, c.rms_eps);
+  prof.mark(Op::kOutputNorm);
   kernels::matmul(weights_.output, h, n_out, logits, nullptr);  // one output row per prompt: decode order
+  prof.mark(Op::kOutput);
   return logits;
 }
 

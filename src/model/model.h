@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "model/batch.h"
 #include "model/model_config.h"
+#include "model/op_profile.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -48,11 +49,17 @@ class Model {
   /// the bits forward() writes there, as the first layers do not depend on the rest.
   const float* forward_first_layers(const Batch& batch, const std::vector<kernels::KvLayerView>& kv, int n_layers);
 
+  /// Per-op timing of every later forward pass, added into `*p` (nullptr = off, the
+  /// default). Also switches kernels::matmul's accounting (process-wide). Outputs are the
+  /// same either way.
+  void set_profile(OpProfile* p);
+
  private:
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
   Weights weights_;
   Workspace ws_;
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace pdserve::model

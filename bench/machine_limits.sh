@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Issue #21 "close to the machine's limits": ONE table of pdserve vs the reference engine
+# (llama.cpp through ../shared/tools/peer.sh, run interleaved on the same files) against
+# this machine's measured read bandwidth and int8 / fp32 compute peak, each target of the
+# issue marked met / not met with its figure.
+#
+#   bench/machine_limits.sh BUILD OUTDIR [PHASE ...]
+#     BUILD   a Release build with pdserve and bench/kernels_bench
+#     OUTDIR  models and logs (kept: a phase rerun replaces only its own logs)
+#     PHASE   models | peak | tput | ctx | ttft | table   (default: all of them, in that order)
+#       models  pdserve synth: TinyLlama-1.1B shape, one GGUF per type (skipped when present)
+#       peak    kernels_bench: BM_StreamRead (read bandwidth) and BM_PeakInt8Avx2 /
+#               BM_PeakFma32 (register-only loops: the compute peak), 1 and 2 threads
+#       tput    per type, pdserve then the reference on the same file: tg128 at 1 and 2
+#               threads, pp512 at 2 threads (pdserve bench-model / llama-bench), batched
+#               decode B=32 (8-token prompts, 16 steps: bench-model --batch 32 /
+#               llama-batched-bench -npp 8 -ntg 16 -npl 32), and pdserve's --profile tables
+#       ctx     pdserve decode at 512 / 4,096 / 16,384 context (bench-model --depth), 2 threads
+#       ttft    warm-cache TTFT: 8 closed-loop clients, the same 256-token prompt (fully
+#               cached after the first request), 32 output tokens; `pdserve bench` against
+#               pdserve serve, then against llama-server (-np 8), a warm-up pass first
+#       table   the one table (markdown) from the logs, also written to OUTDIR/table.md
+# Measure on a quiet machine; on a shared one, each measuring phase under the bench lock:
+#   flock /work/bench.lock bench/machine_limits.sh build /tmp/limits tput
+# Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K"), SHAPE (tinyllama-1.1b),
+#   CTX_TYPE (Q4_0: the type of the ctx phase), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
+#   PEER (../shared/tools/peer.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: bench/machine_limits.sh BUILD OUTDIR [PHASE ...]}
+out=${2:?usage: bench/machine_limits.sh BUILD OUTDIR [PHASE ...]}
+shift 2
+phases=${*:-models peak tput ctx ttft table}
+types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K}
+shape=${SHAPE:-tinyllama-1.1b}
+ctx_type=${CTX_TYPE:-Q4_0}
+ttft_type=${TTFT_TYPE:-Q4_0}
+ttft_requests=${TTFT_REQUESTS:-48}
+peer=${PEER:-../shared/tools/peer.sh}
+pds="$build/pdserve"
+mkdir -p "$out/logs"
+model() { echo "$out/$shape-$1.gguf"; }
+have_peer() { [ -x "$peer" ] && "$peer" llama-bench --help >/dev/null 2>&1; }
+stamp() { echo "# $(date -u '+%F %T') UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+phase_models() {
+  for t in $types; do
+    [ -s "$(model "$t")" ] || nice -n 19 "$pds" synth --shape "$shape" --type "$t" \
+        --vocab-from ../shared/models/synth-llama-small-f16.gguf -o "$(model "$t")" >/dev/null
+  done
+}
+
+phase_peak() {
+  { stamp; "$build/bench/kernels_bench" --benchmark_filter='StreamRead/|PeakInt8Avx2|PeakFma32' 2>/dev/null; stamp; } \
+      | tee "$out/logs/peak.log"
+}
+
+phase_tput() {
+  local t m
+  have_peer || echo "reference engine: $peer not runnable: pdserve only" | tee "$out/logs/peer-missing.log"
+  for t in $types; do
+    m=$(model "$t")
+    echo "## $t"
+    { stamp; "$pds" bench-model -m "$m" -p 0 -n 128 -t 1 --batch 0; } > "$out/logs/pds-$t-t1.log"
+    { stamp; "$pds" bench-model -m "$m" -p 512 -n 128 -t 2 --batch 32 --profile; stamp; } > "$out/logs/pds-$t-t2.log"
+    grep -E '^\| (pp|tg|batched)' "$out/logs/pds-$t-t1.log" "$out/logs/pds-$t-t2.log" || true
+    if have_peer; then
+      { stamp; "$peer" llama-bench -m "$m" -p 0 -n 128 -t 1 -r 2 -o md; } > "$out/logs/ref-$t-t1.log" 2>&1
+      { stamp; "$peer" llama-bench -m "$m" -p 512 -n 128 -t 2 -r 2 -o md; } > "$out/logs/ref-$t-t2.log" 2>&1
+      { stamp; "$peer" llama-batched-bench -m "$m" -c 2048 -b 2048 -ub 512 -npp 8 -ntg 16 -npl 32 -t 2 -tb 2; stamp; } \
+          > "$out/logs/ref-$t-batched.log" 2>&1
+      grep -E '^\| .*(pp|tg)[0-9]|^\|\s+8 \|' "$out/logs/ref-$t-t1.log" "$out/logs/ref-$t-t2.log" "$out/logs/ref-$t-batched.log" || true
+    fi
+  done
+}
+
+phase_ctx() {
+  local m d
+  m=$(model "$ctx_type")
+  for d in 512 4096 16384; do
+    { stamp; "$pds" bench-model -m "$m" -p 0 -n 64 -t 2 --batch 0 --depth "$d" --profile; } > "$out/logs/ctx-$d.log"
+    grep -E '^\| tg' "$out/logs/ctx-$d.log"
+  done
+}
+
+# Waits for URL/health to answer 200 (a server starting), at most 120 s.
+wait_health() {
+  for _ in $(seq 1200); do
+    curl -sf -o /dev/null "$1/health" && return 0
+    sleep 0.1
+  done
+  echo "error: $1 did not come up" >&2
+  return 1
+}
+
+phase_ttft() {
+  local m trace port url pid name
+  m=$(model "$ttft_type")
+  # All requests at t=0 (the closed loop is --concurrency 8); one hash block = the same
+  # 256-token prompt in every request. --max-requests bounds the run (not --duration: every
+  # request of the trace "arrives" before it).
+  trace="$out/ttft_trace.jsonl"
+  python3 -c 'import json
+for _ in range(1000): print(json.dumps({"timestamp": 0, "input_length": 256, "output_length": 32, "hash_ids": [0]}))' > "$trace"
+  for name in pds ref; do
+    port=$((18900 + RANDOM % 500))
+    url=http://127.0.0.1:$port
+    if [ "$name" = pds ]; then
+      "$pds" serve --model "$m" --port "$port" --model-name tinyllama --threads 2 > "$out/logs/ttft-$name-server.log" 2>&1 &
+    else
+      have_peer || { echo "reference engine missing: no llama-server TTFT"; continue; }
+      "$peer" llama-server -m "$m" -t 2 -tb 2 -np 8 -c 8192 --port "$port" --alias tinyllama > "$out/logs/ttft-$name-server.log" 2>&1 &
+    fi
+    pid=$!
+    wait_health "$url"
+    local common=(--url "$url" --model tinyllama --tokenizer "$m" --trace mooncake "$trace" --concurrency 8 --no-progress)
+    "$pds" bench "${common[@]}" --max-requests 16 > "$out/logs/ttft-$name-warmup.log"  # every slot / the cache warm
+    { stamp; "$pds" bench "${common[@]}" --max-requests "$ttft_requests" --json "$out/logs/ttft-$name.json"; stamp; } \
+        > "$out/logs/ttft-$name.log"
+    grep -iE 'ttft|completed' "$out/logs/ttft-$name.log" | head -4
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+phase_table() {
+  python3 - "$out" "$types" "$ctx_type" <<'EOF' | tee "$out/table.md"
+import json, os, re, sys
+out, types, ctx_type = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+logs = os.path.join(out, "logs")
+def read(name):
+    p = os.path.join(logs, name)
+    return open(p).read() if os.path.exists(p) else ""
+def fmt(x, f="%.1f"):
+    return "—" if x is None else f % x
+def mark(ok):
+    return "—" if ok is None else ("**met**" if ok else "not met")
+
+# Machine: bandwidth (GiB/s from bytes_per_second) and peaks (OP/s), 1 and 2 threads.
+peak = read("peak.log")
+def bench_rate(name, counter):
+    m = re.search(r"^%s/min_time\S*\s.*?%s=([\d.]+)([kMGT]?)/s" % (re.escape(name), re.escape(counter)), peak, re.M)
+    if not m: return None
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
+bw = {t: bench_rate("BM_StreamRead/%d" % t, "bytes_per_second") for t in (1, 2)}
+i8 = {t: bench_rate("BM_PeakInt8Avx2/%d" % t, "OP/s") for t in (1, 2)}
+f32 = {t: bench_rate("BM_PeakFma32/%d" % t, "OP/s") for t in (1, 2)}
+
+def pds_rows(log):
+    rows = {}
+    for m in re.finditer(r"^\| (\S+)[^|]*\|\s*(\d+) \|\s*([\d.]+) \|\s*([\d.]+) \|", log, re.M):
+        rows[m.group(1)] = float(m.group(4))
+    return rows
+def pds_info(log):
+    m = re.search(r"\((\d+) bytes\); ([\d.]+) GOP per token", log)
+    return (int(m.group(1)), float(m.group(2))) if m else (None, None)
+def ref_bench(log, test):  # llama-bench -o md: last column "t/s" = "mean ± sd"
+    for line in log.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[-2] == test:
+            return float(cells[-1].split("±")[0])
+    return None
+def ref_batched(log):  # llama-batched-bench: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
+    for line in log.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and cells[0] == "8" and cells[1] == "16" and cells[2] == "32":
+            return float(cells[7])
+    return None
+
+print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 / 2 threads; "
+      "int8 peak (AVX2 vpmaddubsw+vpmaddwd, BM_PeakInt8Avx2) %s / %s GOP/s; fp32 FMA peak %s / %s GFLOP/s."
+      % (open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(), os.cpu_count(),
+         fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), fmt(i8[1] and i8[1] / 1e9, "%.0f"),
+         fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
+print()
+print("| type | weight MB / GOP per token | tg128 1 thr: pdserve / ref / bound tok/s (pdserve % of bound) | "
+      "tg128 2 thr: pdserve / ref / bound (%) | target 1 (≥ 90 % of bound) | pp512 2 thr: pdserve / ref tok/s "
+      "(pdserve % of int8 peak) | target 2 (≥ 50 % / K ≥ 40 %) | batched B=32: pdserve / ref tok/s (×) | target 3 |")
+print("|---|---|---|---|---|---|---|---|---|")
+for t in types:
+    p1, p2 = read("pds-%s-t1.log" % t), read("pds-%s-t2.log" % t)
+    r1, r2, rb = read("ref-%s-t1.log" % t), read("ref-%s-t2.log" % t), read("ref-%s-batched.log" % t)
+    wbytes, gop = pds_info(p2 or p1)
+    a1, a2 = pds_rows(p1), pds_rows(p2)
+    tg1, tg2, pp = a1.get("tg128"), a2.get("tg128"), a2.get("pp512")
+    b32 = a2.get("batched")
+    rtg1, rtg2, rpp, rb32 = ref_bench(r1, "tg128"), ref_bench(r2, "tg128"), ref_bench(r2, "pp512"), ref_batched(rb)
+    bound1 = bw[1] / wbytes if bw[1] and wbytes else None
+    bound2 = bw[2] / wbytes if bw[2] and wbytes else None
+    pct = lambda x, b: x / b * 100 if x and b else None
+    ppk = pp * gop * 1e9 / i8[2] * 100 if pp and gop and i8[2] else None
+    kq = t.startswith("Q") and "_K" in t
+    ok1 = None if None in (pct(tg1, bound1), pct(tg2, bound2)) else (pct(tg1, bound1) >= 90 and pct(tg2, bound2) >= 90)
+    ok2 = None if ppk is None else ppk >= (40 if kq else 50)
+    ratio = b32 / rb32 if b32 and rb32 else None
+    ok3 = (ratio >= 2.5 if ratio else None) if t == "Q4_K_M" else None
+    print("| %s | %s / %s | %s / %s / %s (%s %%) | %s / %s / %s (%s %%) | %s | %s / %s (%s %%) | %s | %s / %s (%s) | %s |" % (
+        t, fmt(wbytes and wbytes / 1e6, "%.0f"), fmt(gop, "%.2f"), fmt(tg1), fmt(rtg1), fmt(bound1), fmt(pct(tg1, bound1), "%.0f"),
+        fmt(tg2), fmt(rtg2), fmt(bound2), fmt(pct(tg2, bound2), "%.0f"), mark(ok1), fmt(pp), fmt(rpp), fmt(ppk, "%.0f"),
+        mark(ok2), fmt(b32), fmt(rb32), fmt(ratio, "%.2f×"), mark(ok3) if t == "Q4_K_M" else "(Q4_K_M only)"))
+
+# Target 4: warm-cache TTFT p50.
+def ttft(name):
+    p = os.path.join(logs, "ttft-%s.json" % name)
+    if not os.path.exists(p): return None, None
+    j = json.load(open(p))
+    s = j.get("summary", j)
+    return s["ttft_ms"]["p50"], s.get("completed")
+tp, tr = ttft("pds"), ttft("ref")
+ok4 = tp[0] <= tr[0] if tp[0] is not None and tr[0] is not None else None
+print()
+print("| target | pdserve | reference | figure | |")
+print("|---|---|---|---|---|")
+print("| 4: warm-cache TTFT p50, 8 clients, 256-token prompt cached, 32 output tokens (ms) | %s (%s requests) | %s (%s requests) | "
+      "pdserve / ref %s | %s |" % (fmt(tp[0], "%.0f"), tp[1], fmt(tr[0], "%.0f"), tr[1],
+                                   fmt(tp[0] / tr[0] if tp[0] and tr[0] else None, "%.2f×"), mark(ok4)))
+# Target 5: long-context decode.
+ctx = {}
+for d in (512, 4096, 16384):
+    r = [v for k, v in pds_rows(read("ctx-%d.log" % d)).items() if k.startswith("tg")]
+    ctx[d] = r[0] if r else None
+base = ctx[512]
+for d in (4096, 16384):
+    slow = base / ctx[d] if base and ctx[d] else None
+    print("| 5: %s decode at %d context, 2 threads (tok/s) | %s (512: %s) | — | %s slower than 512 (≤ 1.5×) | %s |" % (
+        ctx_type, d, fmt(ctx[d]), fmt(base), fmt(slow, "%.2f×"), mark(slow <= 1.5 if slow else None)))
+EOF
+}
+
+for ph in $phases; do
+  case "$ph" in
+    models|peak|tput|ctx|ttft|table) "phase_$ph" ;;
+    *) echo "error: unknown phase '$ph' (models | peak | tput | ctx | ttft | table)" >&2; exit 2 ;;
+  esac
+done
