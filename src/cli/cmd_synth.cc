@@ -9,7 +9,7 @@ namespace pdserve::cli {
 
 void add_synth_command(CLI::App& app, SynthArgs& a) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight GGUF shaped like a real model (benchmarks)");
-  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b")
+  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | phi-3.5-mini")
       ->required()
       ->check(CLI::IsMember(model::builtin_shape_names()));
   cmd->add_option("--type", a.type, "F16 | Q8_0 | Q4_0 | Q4_K_M (or any `quantize` type)")->default_val("F16");
@@ -17,6 +17,7 @@ void add_synth_command(CLI::App& app, SynthArgs& a) {
       ->required();
   cmd->add_option("-o,--output", a.output, "output GGUF file")->required();
   cmd->add_option("--seed", a.seed, "random seed")->default_val(1);
+  cmd->add_option("--layers", a.layers, "scale the shape down to N blocks (default: the shape's)")->check(CLI::PositiveNumber);
 }
 
 int run_synth(const SynthArgs& a) {
@@ -25,6 +26,7 @@ int run_synth(const SynthArgs& a) {
     std::fprintf(stderr, "error: %s\n", shape.error().c_str());
     return 1;
   }
+  if (a.layers > 0) shape.value().n_layer = a.layers;
   model::SynthOptions opt;
   opt.type = a.type;
   opt.vocab_from = a.vocab_from;

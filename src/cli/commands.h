@@ -128,6 +128,7 @@ int run_router(const RouterArgs& a);
 struct SynthArgs {
   std::string shape, type = "F16", vocab_from, output;
   uint64_t seed = 1;
+  int layers = 0;  // --layers: the shape scaled down to this many blocks (0 = the shape's)
 };
 void add_synth_command(CLI::App& app, SynthArgs& a);
 int run_synth(const SynthArgs& a);

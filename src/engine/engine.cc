@@ -523,6 +523,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (cfg.max_seqs < 1) return Status::InvalidArgument("--max-seqs must be >= 1");
   if (std::string why = cfg.kv_evict.check(cfg.kv_budget); !why.empty()) return Status::InvalidArgument(why);
   const int n_ctx = cfg.ctx_size > 0 ? cfg.ctx_size : mc.n_ctx;
+  m.value()->set_context_length(n_ctx);  // phi3 long-RoPE: long or short factors, as llama.cpp picks them
   if (std::string why = spec_config_error(cfg.spec, mc); !why.empty()) return Status::InvalidArgument(why);
   // A step's tokens and logits rows (a verification: one per row).
   m.value()->reserve(cfg.max_batched_tokens, cfg.spec.method == SpecMethod::kOff

@@ -59,6 +59,17 @@ void rope_cache(int rot_dim, int pos, float base, float freq_scale, float* cs) {
   }
 }
 
+void rope_cache_factors(int rot_dim, int pos, float base, float freq_scale, const float* ff, float mscale, float* cs) {
+  const int half = rot_dim / 2;
+  const float theta_scale = std::pow(base, -2.0f / rot_dim);
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i, theta *= theta_scale) {
+    const float angle = freq_scale * (theta / (ff ? ff[i] : 1.0f));
+    cs[2 * i] = std::cos(angle) * mscale;
+    cs[2 * i + 1] = std::sin(angle) * mscale;
+  }
+}
+
 void rope_apply(float* x, int rot_dim, const float* cs, bool neox) {
   const int half = rot_dim / 2;
   for (int i = 0; i < half; ++i) {

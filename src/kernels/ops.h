@@ -21,6 +21,12 @@ void rms_norm(float* out, const float* x, const float* w, int n, float eps);
 /// pos·freq_scale·base^(−2i/rot_dim), by repeated multiplication as ggml): cs[2i] = cos θ_i,
 /// cs[2i+1] = sin θ_i. One table serves every head of a token.
 void rope_cache(int rot_dim, int pos, float base, float freq_scale, float* cs);
+/// rope_cache with per-pair frequency factors and a magnitude scale, in ggml's order
+/// (ggml-cpu ops.cpp ggml_rope_cache_init + rope_yarn with ext_factor 0): theta = pos,
+/// multiplied by base^(−2/rot_dim) per pair; angle_i = freq_scale · (theta / ff[i]);
+/// cs = (cos angle_i · mscale, sin angle_i · mscale). `ff` (rot_dim/2 values) may be null
+/// (all 1). Llama 3's rope_freqs, Phi-3's long-RoPE factors and attention factor.
+void rope_cache_factors(int rot_dim, int pos, float base, float freq_scale, const float* ff, float mscale, float* cs);
 /// Rotates one head's first rot_dim values with a rope_cache table: pairs (2i, 2i+1), or
 /// (i, i + rot_dim/2) for NeoX.
 void rope_apply(float* x, int rot_dim, const float* cs, bool neox);

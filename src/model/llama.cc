@@ -1,4 +1,4 @@
-// Forward pass of the llama family (llama, qwen2) over a mixed prefill/decode batch.
+// Forward pass of the llama family (llama, qwen2, qwen3, phi3) over a mixed prefill/decode batch.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -32,7 +32,13 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto w = Weights::bind(*m->file_, m->config_);
   if (!w.ok()) return w.status().annotate(path);
   m->weights_ = w.value();
+  m->set_context_length(m->config_.n_ctx);
   return m;
+}
+
+void Model::set_context_length(int n_ctx_per_seq) {
+  if (weights_.rope_freqs) rope_factors_ = weights_.rope_freqs;
+  else rope_factors_ = n_ctx_per_seq > config_.rope_orig_ctx ? weights_.rope_long : weights_.rope_short;
 }
 
 namespace {
@@ -54,6 +60,11 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   const int E = c.n_embd, F = c.n_ff, hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int group = c.n_head / c.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // phi3 (llama.cpp llm_build_phi3): Q *= 1/sqrt(hd) after RoPE, then attention scale 1.
+  const float attn_scale = c.q_prescale ? 1.0f : scale;
+  // RoPE with frequency factors or a magnitude scale takes ggml's order (rope_cache_factors);
+  // plain RoPE keeps rope_cache, bit for bit as before.
+  const bool rope_ext = rope_factors_ || c.rope_attn_factor != 1.0f;
   // Per-token matmul reduction order (see Batch::gemm_order); nullptr = decode order.
   const uint8_t* order = batch.gemm_order.size() == static_cast<size_t>(n) ? batch.gemm_order.data() : nullptr;
 
@@ -112,9 +123,25 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
       float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
-      kernels::rope_cache(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, cs);
+      if (rope_ext)
+        kernels::rope_cache_factors(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, rope_factors_,
+                                    c.rope_attn_factor, cs);
+      else
+        kernels::rope_cache(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, cs);
+      if (c.qk_norm) {  // qwen3: RMSNorm over each head (llama.cpp build_norm on [hd, heads, tokens])
+        for (int h = 0; h < c.n_head; ++h) {
+          float* qh = &q[size_t(t) * nq + h * hd];
+          kernels::rms_norm(qh, qh, L.q_norm, hd, c.rms_eps);
+        }
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          float* kh = &k[size_t(t) * nkv + h * hd];
+          kernels::rms_norm(kh, kh, L.k_norm, hd, c.rms_eps);
+        }
+      }
       for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
       for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
+      if (c.q_prescale)
+        for (int i = 0; i < nq; ++i) q[size_t(t) * nq + i] *= scale;
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
     prof.mark(Op::kRope);
@@ -129,7 +156,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
         for (int part = 0; part < attn_parts; ++part) {
           const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
           kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
-                                         batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), scale,
+                                         batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale,
                                          &attn[size_t(t) * nq + h0 * hd]);
         }
     if (want_mass) {
@@ -141,7 +168,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
         if (!mass) continue;
         for (int g = 0; g < c.n_head_kv; ++g)
           kernels::attention_mass_group(&q[size_t(t) * nq + g * group * hd], group, cache, g,
-                                        batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), scale, mass);
+                                        batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale, mass);
       }
     }
     prof.mark(Op::kAttention);

@@ -24,6 +24,13 @@ class Model {
   static Result<std::unique_ptr<Model>> load(const std::string& path);
 
   const ModelConfig& config() const { return config_; }
+
+  /// The context length each sequence runs with (an engine: its --ctx-size). Picks the RoPE
+  /// frequency factors as llama.cpp's llama_model::get_rope_factors does: rope_freqs if
+  /// the file has it, else phi3's rope_factors_long when n_ctx_per_seq exceeds
+  /// rope.scaling.original_context_length and rope_factors_short otherwise. load() sets
+  /// the file's context_length (as llama.cpp does with no -c).
+  void set_context_length(int n_ctx_per_seq);
   const gguf::GgufFile& file() const { return *file_; }
 
   /// Sizes the activation workspace for batches of up to `max_tokens` tokens of which up
@@ -60,6 +67,7 @@ class Model {
   Weights weights_;
   Workspace ws_;
   OpProfile* profile_ = nullptr;
+  const float* rope_factors_ = nullptr;  // [rope_dim/2] or null (set_context_length)
 };
 
 }  // namespace pdserve::model

@@ -7,8 +7,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto arch = f.require_string("general.architecture");
   if (!arch.ok()) return arch.status();
   c.arch = arch.value();
-  if (c.arch != "llama" && c.arch != "qwen2")
-    return Status::InvalidArgument("unsupported architecture '" + c.arch + "' (general.architecture; supported: llama, qwen2)");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3")
+    return Status::InvalidArgument("unsupported architecture '" + c.arch +
+                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
   auto req = [&](const std::string& key, int& out) -> Status {
@@ -39,8 +40,24 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
   if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {
     if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0) c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
+  } else if (type && *type != "none") {
+    // YaRN and the rest change the rotation itself: refused rather than run wrong. (Llama 3's
+    // scaling comes as the rope_freqs.weight tensor, Phi-3's long-RoPE as rope_factors_*.)
+    return Status::InvalidArgument("metadata key '" + p + "rope.scaling.type' is '" + *type +
+                                   "': not supported (supported: none, linear)");
   }
-  c.rope_neox = c.arch == "qwen2";
+  if (auto n = f.get_int(p + "expert_count"); n && *n > 0)
+    return Status::InvalidArgument("metadata key '" + p + "expert_count' is " + std::to_string(*n) +
+                                   ": mixture-of-experts models are not supported");
+  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3";
+  c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
+  c.rope_orig_ctx = static_cast<int>(f.get_int(p + "rope.scaling.original_context_length").value_or(c.n_ctx));
+  // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
+  // off ("Phi SWA is currently disabled", ggml-org/llama.cpp#13676), so every layer attends
+  // to the whole context there; we do the same to match it.
+  c.sliding_window = static_cast<int>(f.get_int(p + "attention.sliding_window").value_or(0));
+  c.qk_norm = c.arch == "qwen3";
+  c.q_prescale = c.arch == "phi3";
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (const gguf::Array* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int>(toks->items.size());
   return c;

@@ -10,7 +10,7 @@ namespace pdserve::model {
 
 /// Shapes and constants of a llama-family decoder.
 struct ModelConfig {
-  std::string arch;         // general.architecture: "llama", "qwen2"
+  std::string arch;         // general.architecture: "llama", "qwen2", "qwen3", "phi3"
   std::string name;         // general.name (may be empty)
   int n_vocab = 0;
   int n_ctx = 0;            // {arch}.context_length
@@ -23,7 +23,13 @@ struct ModelConfig {
   int rope_dim = 0;         // {arch}.rope.dimension_count (default head_dim)
   float rope_base = 10000.f;  // {arch}.rope.freq_base
   float rope_freq_scale = 1.f;  // 1 / {arch}.rope.scaling.factor for linear scaling
-  bool rope_neox = false;   // NeoX-style pairs (qwen2) vs adjacent pairs (llama)
+  bool rope_neox = false;   // NeoX-style pairs (qwen2, qwen3, phi3) vs adjacent pairs (llama)
+  float rope_attn_factor = 1.f;  // {arch}.rope.scaling.attn_factor: cos/sin scale (phi3 long-RoPE)
+  int rope_orig_ctx = 0;    // {arch}.rope.scaling.original_context_length (default n_ctx): phi3
+                            // uses rope_factors_long above it, rope_factors_short up to it
+  int sliding_window = 0;   // {arch}.attention.sliding_window (phi3: read, not applied — see model_config.cc)
+  bool qk_norm = false;     // RMSNorm of each Q and K head before RoPE (qwen3: attn_q_norm / attn_k_norm)
+  bool q_prescale = false;  // Q scaled by 1/sqrt(head_dim) after RoPE, attention scale 1 (phi3, as llama.cpp)
   float rms_eps = 1e-5f;    // {arch}.attention.layer_norm_rms_epsilon
 
   /// Reads and validates the config; errors name the missing or invalid key.

@@ -23,6 +23,35 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
   } else if (name == "llama-3.2-1b") {
     s.arch = "llama"; s.n_embd = 2048; s.n_layer = 16; s.n_head = 32; s.n_head_kv = 8; s.n_ff = 8192;
     s.n_vocab = 128256; s.n_ctx = 131072; s.rope_base = 500000.f; s.rms_eps = 1e-5f; s.tied_embeddings = true;
+    s.llama3_factor = 32.f; s.llama3_low_freq_factor = 1.f; s.llama3_high_freq_factor = 4.f; s.llama3_orig_ctx = 8192;
+  } else if (name == "qwen3-0.6b") {
+    s.arch = "qwen3"; s.n_embd = 1024; s.n_layer = 28; s.n_head = 16; s.n_head_kv = 8; s.head_dim = 128; s.n_ff = 3072;
+    s.n_vocab = 151936; s.n_ctx = 40960; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
+  } else if (name == "phi-3.5-mini") {
+    // microsoft/Phi-3.5-mini-instruct config.json (rope_scaling longrope factors as shipped).
+    s.arch = "phi3"; s.n_embd = 3072; s.n_layer = 32; s.n_head = 32; s.n_head_kv = 32; s.n_ff = 8192;
+    s.n_vocab = 32064; s.n_ctx = 131072; s.rope_base = 10000.f; s.rms_eps = 1e-5f; s.tied_embeddings = false;
+    s.rope_orig_ctx = 4096; s.sliding_window = 262144;
+    s.rope_long = {1.0800000429153442f, 1.1100000143051147f, 1.1399999856948853f, 1.340000033378601f, 1.5899999141693115f,
+                   1.600000023841858f,  1.6200000047683716f, 2.620000123977661f,  3.2300000190734863f, 3.2300000190734863f,
+                   4.789999961853027f,  7.400000095367432f,  7.700000286102295f,  9.09000015258789f,   12.199999809265137f,
+                   17.670000076293945f, 24.46000099182129f,  28.57000160217285f,  30.420001983642578f, 30.840002059936523f,
+                   32.590003967285156f, 32.93000411987305f,  42.320003509521484f, 44.96000289916992f,  50.340003967285156f,
+                   50.45000457763672f,  57.55000305175781f,  57.93000411987305f,  58.21000289916992f,  60.1400032043457f,
+                   62.61000442504883f,  62.62000274658203f,  62.71000289916992f,  63.1400032043457f,   63.1400032043457f,
+                   63.77000427246094f,  63.93000411987305f,  63.96000289916992f,  63.970001220703125f, 64.02999877929688f,
+                   64.06999969482422f,  64.08000183105469f,  64.12000274658203f,  64.41000366210938f,  64.4800033569336f,
+                   64.51000213623047f,  64.52999877929688f,  64.83999633789062f};
+    s.rope_short = {1.0f, 1.0199999809265137f, 1.0299999713897705f, 1.0299999713897705f, 1.0499999523162842f,
+                    1.0499999523162842f, 1.0499999523162842f, 1.0499999523162842f, 1.0499999523162842f, 1.0699999332427979f,
+                    1.0999999046325684f, 1.1099998950958252f, 1.1599998474121094f, 1.1599998474121094f, 1.1699998378753662f,
+                    1.2899998426437378f, 1.339999794960022f,  1.679999828338623f,  1.7899998426437378f, 1.8199998140335083f,
+                    1.8499997854232788f, 1.8799997568130493f, 1.9099997282028198f, 1.9399996995925903f, 1.9899996519088745f,
+                    2.0199997425079346f, 2.0199997425079346f, 2.0199997425079346f, 2.0199997425079346f, 2.0199997425079346f,
+                    2.0199997425079346f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f,
+                    2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f,
+                    2.0799996852874756f, 2.0899996757507324f, 2.189999580383301f,  2.2199995517730713f, 2.5899994373321533f,
+                    2.729999542236328f,  2.749999523162842f,  2.8399994373321533f};
   } else if (name == "qwen2.5-0.5b") {
     s.arch = "qwen2"; s.n_embd = 896; s.n_layer = 24; s.n_head = 14; s.n_head_kv = 2; s.n_ff = 4864;
     s.n_vocab = 151936; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
@@ -34,7 +63,29 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
   return s;
 }
 
-std::vector<std::string> builtin_shape_names() { return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b"}; }
+std::vector<std::string> builtin_shape_names() {
+  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini"};
+}
+
+std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim) {
+  const float factor = s.llama3_factor, low = s.llama3_low_freq_factor, high = s.llama3_high_freq_factor;
+  const float old_ctx = static_cast<float>(s.llama3_orig_ctx);
+  const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+  std::vector<float> out;
+  for (int i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(s.rope_base, static_cast<float>(i) / static_cast<float>(dim));
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
 
 namespace {
 
@@ -64,10 +115,14 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float sigma, float*
 Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, const std::string& out) {
   auto plan = parse_quantize_type(opt.type);
   if (!plan.ok()) return plan.status();
-  if (s.arch != "llama" && s.arch != "qwen2") return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
-  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_embd % s.n_head != 0 ||
-      s.n_head % s.n_head_kv != 0)
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3")
+    return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
+      (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 || s.head_dim < 0 || s.head_dim % 2 != 0)
     return Status::InvalidArgument("invalid shape '" + s.name + "'");
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  if (s.rope_long.size() != s.rope_short.size() || (!s.rope_long.empty() && static_cast<int64_t>(s.rope_long.size()) * 2 != hd))
+    return Status::InvalidArgument("invalid shape '" + s.name + "': long-RoPE factors need head_dim/2 values each");
 
   SynthReport rep;
   rep.n_vocab = s.n_vocab;
@@ -81,8 +136,19 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   w.set(p + "feed_forward_length", Value::u32(s.n_ff));
   w.set(p + "attention.head_count", Value::u32(s.n_head));
   w.set(p + "attention.head_count_kv", Value::u32(s.n_head_kv));
-  w.set(p + "rope.dimension_count", Value::u32(s.n_embd / s.n_head));
+  w.set(p + "rope.dimension_count", Value::u32(static_cast<uint32_t>(hd)));
   w.set(p + "rope.freq_base", Value::f32(s.rope_base));
+  if (hd * s.n_head != s.n_embd || s.arch == "qwen3") {
+    w.set(p + "attention.key_length", Value::u32(static_cast<uint32_t>(hd)));
+    w.set(p + "attention.value_length", Value::u32(static_cast<uint32_t>(hd)));
+  }
+  if (!s.rope_long.empty()) {
+    w.set(p + "rope.scaling.original_context_length", Value::u32(s.rope_orig_ctx));
+    const double scale = static_cast<double>(s.n_ctx) / s.rope_orig_ctx;
+    w.set(p + "rope.scaling.attn_factor",
+          Value::f32(scale > 1.0 ? static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))) : 1.0f));
+  }
+  if (s.sliding_window >= 0) w.set(p + "attention.sliding_window", Value::u32(s.sliding_window));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
   w.set("general.file_type", Value::u32(plan.value().file_type));
   if (kernels::is_quantized(plan.value().base)) w.set("general.quantization_version", Value::u32(2));
@@ -99,8 +165,11 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   }
   if (rep.n_vocab <= 0) return Status::InvalidArgument("no vocabulary (shape has none and no --vocab-from)");
 
-  const int64_t e = s.n_embd, hd = s.n_embd / s.n_head, q = hd * s.n_head, kv = hd * s.n_head_kv;
-  struct T { std::string name; std::vector<int64_t> dims; float fill; };  // fill < 0: random
+  const int64_t e = s.n_embd, q = hd * s.n_head, kv = hd * s.n_head_kv;
+  // fill >= 0: that constant; fill < 0: random N(0, 0.02), or N(1, 0.1) with `around_one`
+  // (the per-head Q/K norms: not all 1, so a swapped or misapplied norm shows); `values`:
+  // those exact floats (RoPE factors).
+  struct T { std::string name; std::vector<int64_t> dims; float fill; bool around_one = false; std::vector<float> values = {}; };
   std::vector<T> ts;
   ts.push_back({"token_embd.weight", {e, rep.n_vocab}, -1});
   ts.push_back({"output_norm.weight", {e}, 1.f});
@@ -108,19 +177,37 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     ts.push_back({b + "attn_norm.weight", {e}, 1.f});
-    ts.push_back({b + "attn_q.weight", {e, q}, -1});
-    ts.push_back({b + "attn_k.weight", {e, kv}, -1});
-    ts.push_back({b + "attn_v.weight", {e, kv}, -1});
+    if (s.arch == "phi3") {
+      ts.push_back({b + "attn_qkv.weight", {e, q + 2 * kv}, -1});
+    } else {
+      ts.push_back({b + "attn_q.weight", {e, q}, -1});
+      ts.push_back({b + "attn_k.weight", {e, kv}, -1});
+      ts.push_back({b + "attn_v.weight", {e, kv}, -1});
+    }
     if (s.arch == "qwen2") {
       ts.push_back({b + "attn_q.bias", {q}, -1});
       ts.push_back({b + "attn_k.bias", {kv}, -1});
       ts.push_back({b + "attn_v.bias", {kv}, -1});
     }
+    if (s.arch == "qwen3") {
+      ts.push_back({b + "attn_q_norm.weight", {hd}, -1, true});
+      ts.push_back({b + "attn_k_norm.weight", {hd}, -1, true});
+    }
     ts.push_back({b + "attn_output.weight", {q, e}, -1});
     ts.push_back({b + "ffn_norm.weight", {e}, 1.f});
-    ts.push_back({b + "ffn_gate.weight", {e, s.n_ff}, -1});
-    ts.push_back({b + "ffn_up.weight", {e, s.n_ff}, -1});
+    if (s.arch == "phi3") {
+      ts.push_back({b + "ffn_up.weight", {e, 2 * int64_t{s.n_ff}}, -1});  // gate rows, then up rows
+    } else {
+      ts.push_back({b + "ffn_gate.weight", {e, s.n_ff}, -1});
+      ts.push_back({b + "ffn_up.weight", {e, s.n_ff}, -1});
+    }
     ts.push_back({b + "ffn_down.weight", {s.n_ff, e}, -1});
+  }
+  // Last, so that the other tensors' random streams (keyed by index) do not depend on them.
+  if (s.llama3_factor > 0) ts.push_back({"rope_freqs.weight", {hd / 2}, 0.f, false, llama3_rope_freqs(s, static_cast<int>(hd))});
+  if (!s.rope_long.empty()) {
+    ts.push_back({"rope_factors_long.weight", {hd / 2}, 0.f, false, s.rope_long});
+    ts.push_back({"rope_factors_short.weight", {hd / 2}, 0.f, false, s.rope_short});
   }
 
   for (size_t ti = 0; ti < ts.size(); ++ti) {
@@ -135,7 +222,12 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       std::vector<float> buf(cols);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
-        if (t.fill >= 0) {
+        if (!t.values.empty()) {
+          std::copy(t.values.begin(), t.values.end(), buf.begin());
+        } else if (t.around_one) {
+          normal_row(opt.seed, ti, r, 0.1f, buf.data(), cols);
+          for (float& x : buf) x = fp16_to_fp32(fp32_to_fp16(1.0f + x));
+        } else if (t.fill >= 0) {
           std::fill(buf.begin(), buf.end(), t.fill);
         } else {
           normal_row(opt.seed, ti, r, 0.02f, buf.data(), cols);

@@ -15,20 +15,43 @@ namespace pdserve::model {
 /// The hyper-parameters a synthetic model needs.
 struct ShapeSpec {
   std::string name;           // general.name
-  std::string arch = "llama"; // "llama" or "qwen2" (Q/K/V biases, NeoX RoPE)
+  std::string arch = "llama"; // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K
+                              // RMSNorm, NeoX RoPE) or "phi3" (fused attn_qkv and gate/up, NeoX RoPE)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int n_ff = 0;
+  int head_dim = 0;           // 0: n_embd / n_head (else written as attention.key_length / value_length)
   int n_vocab = 0;            // the shape's vocabulary (replaced by the tokenizer's, see SynthOptions)
   int n_ctx = 2048;
   float rope_base = 10000.f;
   float rms_eps = 1e-5f;
   bool tied_embeddings = false;  // no output.weight: the head reuses token_embd
+  // Llama 3.1+ RoPE scaling (HF rope_scaling {rope_type: llama3, factor, low_freq_factor,
+  // high_freq_factor, original_max_position_embeddings}); 0 = none. Written as llama.cpp's
+  // converter does: a rope_freqs.weight tensor of per-pair factors (see llama3_rope_freqs).
+  float llama3_factor = 0.f;
+  float llama3_low_freq_factor = 1.f;
+  float llama3_high_freq_factor = 4.f;
+  int llama3_orig_ctx = 8192;
+  // Phi-3 long-RoPE (HF rope_scaling {type: longrope, long_factor, short_factor}): the
+  // factors (head_dim/2 each) as rope_factors_long/short.weight, original context as
+  // rope.scaling.original_context_length, and the attention factor the converter derives,
+  // sqrt(1 + ln(n_ctx / orig) / ln(orig)), as rope.scaling.attn_factor. Empty = none.
+  std::vector<float> rope_long, rope_short;
+  int rope_orig_ctx = 0;
+  int sliding_window = -1;    // attention.sliding_window (phi3), -1 = not written
 };
 
-/// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b". Error lists them.
+/// Llama 3's per-pair RoPE frequency factors for head dimension `dim` (convert_hf_to_gguf.py
+/// LlamaModel.generate_extra_tensors, in float32): 1 for wavelengths below
+/// orig_ctx/high_freq_factor, `factor` above orig_ctx/low_freq_factor, and the smooth
+/// interpolation 1 / ((1 − s)/factor + s), s = (orig_ctx/λ − low)/(high − low), between.
+std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim);
+
+/// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
+/// "phi-3.5-mini" (real configs; tests scale layers and vocabulary down). Error lists them.
 Result<ShapeSpec> builtin_shape(const std::string& name);
 std::vector<std::string> builtin_shape_names();
 

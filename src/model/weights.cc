@@ -42,6 +42,15 @@ class Binder {
     return w;
   }
 
+  /// Rows [first, first + n) of a bound matrix `w` (a fused tensor's part).
+  static kernels::WeightView rows_of(const kernels::WeightView& w, int64_t first, int64_t n) {
+    kernels::WeightView v = w;
+    if (!w.data) return v;
+    v.data = static_cast<const uint8_t*>(w.data) + first * w.row_bytes;
+    v.rows = n;
+    return v;
+  }
+
   /// A float32 vector of `n` values.
   const float* vec(const std::string& name, int64_t n, bool optional = false) {
     if (!status.ok()) return nullptr;
@@ -76,21 +85,43 @@ Result<Weights> Weights::bind(const gguf::GgufFile& f, const ModelConfig& c) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights L;
     L.attn_norm = b.vec(p + "attn_norm.weight", e);
-    L.wq = b.matrix(p + "attn_q.weight", e, q);
-    L.wk = b.matrix(p + "attn_k.weight", e, kv);
-    L.wv = b.matrix(p + "attn_v.weight", e, kv);
+    if (c.arch == "phi3" && f.find_tensor(p + "attn_qkv.weight")) {  // optional in llama.cpp too
+      const kernels::WeightView qkv = b.matrix(p + "attn_qkv.weight", e, q + 2 * kv);
+      L.wq = Binder::rows_of(qkv, 0, q);
+      L.wk = Binder::rows_of(qkv, q, kv);
+      L.wv = Binder::rows_of(qkv, q + kv, kv);
+    } else {
+      L.wq = b.matrix(p + "attn_q.weight", e, q);
+      L.wk = b.matrix(p + "attn_k.weight", e, kv);
+      L.wv = b.matrix(p + "attn_v.weight", e, kv);
+    }
     L.wo = b.matrix(p + "attn_output.weight", q, e);
     const bool bias = c.arch == "qwen2";
     L.bq = b.vec(p + "attn_q.bias", q, !bias);
     L.bk = b.vec(p + "attn_k.bias", kv, !bias);
     L.bv = b.vec(p + "attn_v.bias", kv, !bias);
+    if (c.qk_norm) {
+      L.q_norm = b.vec(p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = b.vec(p + "attn_k_norm.weight", c.head_dim);
+    }
     L.ffn_norm = b.vec(p + "ffn_norm.weight", e);
-    L.w_gate = b.matrix(p + "ffn_gate.weight", e, c.n_ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", e, c.n_ff);
+    if (c.arch == "phi3") {
+      const kernels::WeightView up = b.matrix(p + "ffn_up.weight", e, 2 * int64_t{c.n_ff});
+      L.w_gate = Binder::rows_of(up, 0, c.n_ff);
+      L.w_up = Binder::rows_of(up, c.n_ff, c.n_ff);
+    } else {
+      L.w_gate = b.matrix(p + "ffn_gate.weight", e, c.n_ff);
+      L.w_up = b.matrix(p + "ffn_up.weight", e, c.n_ff);
+    }
     L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, e);
     w.layers.push_back(L);
   }
   w.output_norm = b.vec("output_norm.weight", e);
+  w.rope_freqs = b.vec("rope_freqs.weight", c.rope_dim / 2, /*optional=*/true);
+  if (c.arch == "phi3") {
+    w.rope_long = b.vec("rope_factors_long.weight", c.rope_dim / 2, /*optional=*/true);
+    w.rope_short = b.vec("rope_factors_short.weight", c.rope_dim / 2, /*optional=*/true);
+  }
   w.output = b.matrix("output.weight", e, c.n_vocab, /*optional=*/true);
   if (b.status.ok() && !w.output.data) w.output = w.tok_embd;  // tied embeddings
   if (!b.status.ok()) return b.status;

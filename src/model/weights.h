@@ -19,8 +19,13 @@ struct LayerWeights {
   const float* bq = nullptr;                     // [n_head*hd]
   const float* bk = nullptr;                     // [n_kv*hd]
   const float* bv = nullptr;                     // [n_kv*hd]
+  const float* q_norm = nullptr;                 // [hd] per-head RMSNorm weight (qwen3)
+  const float* k_norm = nullptr;                 // [hd]
   const float* ffn_norm = nullptr;               // [n_embd]
   kernels::WeightView w_gate, w_up, w_down;      // [n_ff, n_embd] ×2, [n_embd, n_ff]
+  // phi3 stores Q, K and V as one attn_qkv [n_embd, (n_head + 2·n_kv)·hd] and gate and up as
+  // one ffn_up [n_embd, 2·n_ff] (gate first, as ggml_swiglu splits it): wq/wk/wv and
+  // w_gate/w_up are then views of consecutive row ranges of those tensors.
 };
 
 struct Weights {
@@ -28,6 +33,12 @@ struct Weights {
   std::vector<LayerWeights> layers;
   const float* output_norm = nullptr;  // [n_embd]
   kernels::WeightView output;     // [n_vocab, n_embd]; = tok_embd when tied
+  // RoPE frequency factors, [rope_dim/2] each, or null (llama.cpp's get_rope_factors: the
+  // rotation angle of pair i is divided by factor i): rope_freqs.weight (Llama 3.1+, made by
+  // the converter from rope_scaling llama3), rope_factors_long/short.weight (phi3 long-RoPE).
+  const float* rope_freqs = nullptr;
+  const float* rope_long = nullptr;
+  const float* rope_short = nullptr;
 
   /// Binds every tensor; errors name the missing tensor, a wrong shape or an
   /// unsupported type (e.g. "tensor 'blk.0.attn_q.weight' has shape [64, 32], expected [64, 64]").

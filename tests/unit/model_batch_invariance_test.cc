@@ -15,6 +15,7 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/quantize.h"
+#include "model/synth.h"
 
 namespace pdserve {
 namespace {
@@ -146,6 +147,25 @@ TEST(ModelBatchInvariance, Q2_K) { check_quantized("Q2_K"); }
 TEST(ModelBatchInvariance, IQ4_XS) { check_quantized("IQ4_XS"); }
 TEST(ModelBatchInvariance, IQ4_NL) { check_quantized("IQ4_NL"); }
 TEST(ModelBatchInvariance, Qwen2Q8_0) { check_model("../shared/models/synth-qwen2-small-q8_0.gguf"); }
+// The issue-#19 architectures, one block of their real shapes (`pdserve synth`), Q4_K_M
+// (tiled order for prompts of >= 8 tokens): llama with rope_freqs, qwen3's Q/K norms,
+// phi3's fused QKV / gate-up views with long-RoPE factors. (Disabled: not run yet at the
+// deadline of the session that added them; enable once they pass.)
+void check_synth(const std::string& shape, const std::string& vocab) {
+  const std::string out = (std::filesystem::temp_directory_path() / ("pdserve-test-bi-" + shape + ".gguf")).string();
+  auto spec = model::builtin_shape(shape);
+  ASSERT_TRUE(spec.ok());
+  spec.value().n_layer = 1;
+  model::SynthOptions opt;
+  opt.type = "Q4_K_M";
+  opt.vocab_from = vocab;
+  ASSERT_TRUE(model::synth_model(spec.value(), opt, out).ok());
+  check_model(out);
+  std::filesystem::remove(out);
+}
+TEST(ModelBatchInvariance, DISABLED_Llama3RopeFreqsQ4_K_M) { check_synth("llama-3.2-1b", "../shared/tokenizer/ggml-vocab-llama-spm.gguf"); }
+TEST(ModelBatchInvariance, DISABLED_Qwen3Q4_K_M) { check_synth("qwen3-0.6b", "../shared/tokenizer/ggml-vocab-llama-spm.gguf"); }
+TEST(ModelBatchInvariance, DISABLED_Phi3Q4_K_M) { check_synth("phi-3.5-mini", "../shared/tokenizer/ggml-vocab-phi-3.gguf"); }
 
 }  // namespace
 }  // namespace pdserve

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Reference outputs of the reference engine (llama.cpp build 11669 through ../shared/tools/peer.sh)
+# for random-weight files of the issue-#19 architectures made by `pdserve synth`; see README.md
+# ("Architecture references"). Run from the repo root after building build/pdserve and
+# ../shared/tools/peer.sh --setup.
+# Usage: bash tests/data/make_arch_refs.sh [NAME ...]   (default: all rows of the table below)
+set -euo pipefail
+PORT=${PORT:-18971}
+TMP=${TMPDIR:-/tmp}/pdserve-arch-refs
+PDSERVE=${PDSERVE:-build/pdserve}
+mkdir -p "$TMP"
+# name                 shape          layers  type    vocab (tokenizer GGUF)                        -c
+rows=(
+  "llama3-f16          llama-3.2-1b   2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "llama3-q8_0         llama-3.2-1b   2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "llama3-q4_k_m       llama-3.2-1b   2       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "qwen3-f16           qwen3-0.6b     2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "qwen3-q8_0          qwen3-0.6b     2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "qwen3-q4_k_m        qwen3-0.6b     2       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "phi3-f16            phi-3.5-mini   1       F16     ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
+  "phi3-f16-ctx8192    phi-3.5-mini   1       F16     ../shared/tokenizer/ggml-vocab-phi-3.gguf     8192"
+  "phi3-q8_0           phi-3.5-mini   1       Q8_0    ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
+  "phi3-q4_k_m         phi-3.5-mini   1       Q4_K_M  ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
+)
+# Four of the six prompts of ../shared/reference, 16 tokens each (the files are 0.3-0.6 GB: kept short).
+prompts=('Hello world' 'The quick brown fox jumps over the lazy dog.' 'Привет мир 🦙 日本語' '1 2 3 4 5 6 7 8 9 10')
+for row in "${rows[@]}"; do
+  read -r name shape layers type vocab ctx <<< "$row"
+  if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
+  model="$TMP/synth-$shape-$layers-$type.gguf"
+  [ -f "$model" ] || "$PDSERVE" synth --shape "$shape" --layers "$layers" --type "$type" --vocab-from "$vocab" --seed 1 -o "$model"
+  ../shared/tools/peer.sh llama-server -m "$model" --port "$PORT" -t 1 -c "$ctx" -np 1 --no-webui --no-jinja \
+    > "$TMP/server-$name.log" 2>&1 &
+  pid=$!
+  until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
+    kill -0 "$pid" 2> /dev/null || { echo "llama-server failed, see $TMP/server-$name.log" >&2; exit 1; }
+    sleep 1
+  done
+  python3 ../shared/tools/make_refs.py --url "http://127.0.0.1:$PORT" --model-file "$(basename "$model")" \
+    --out "tests/data/arch-$name.json" --n 16 \
+    --engine "llama.cpp build 11669 (Debian sid llama.cpp-tools 0.7.0, libggml0 0.27.0), CPU haswell (AVX2) backend, 1 thread, -c $ctx" \
+    "${prompts[@]}"
+  kill "$pid"; wait "$pid" 2> /dev/null || true
+done
