@@ -2,7 +2,8 @@
 // prompts decoded together through the engine, plainly and with each proposer; prints one
 // Markdown table row per (batch, proposer): decode tokens/s (median of the repeats), the
 // ratio to plain decoding, the acceptance rate (accepted / proposed tokens), the tokens
-// emitted per verification, and whether every output equals plain decoding's.
+// emitted per verification, the share of decode rows run for rejected draft tokens, and
+// whether every output equals plain decoding's.
 //
 //   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
 //       [--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
@@ -13,8 +14,9 @@
 //          case).
 // Decode tokens/s counts the tokens emitted after every request has its first token, over
 // the time from then to the last one's end (prefill, which speculation does not change,
-// stays out). Runs are interleaved (off, p1, p2, ..., off, p1, ...) with a fresh engine
-// each, so drift in the machine's load hits all proposers alike. Before the timed batch
+// stays out). Runs are interleaved (off, p1, ..., pn, then pn, ..., p1, off, ...) with a
+// fresh engine each, so drift in the machine's load and the place in the order hit all
+// proposers alike. Before the timed batch
 // each engine serves one untimed request of --warmup tokens (default 64; 0: none) with
 // another prompt, as a running server has: the speculative cost model (spec_cost.h) is
 // then fitted, and plain decoding gets the same warm-up. Exit status 1 when some
@@ -209,38 +211,56 @@ int main(int argc, char** argv) {
   }
   proposers.erase(std::remove(proposers.begin(), proposers.end(), "off"), proposers.end());
   bool all_identical = true;
-  std::printf("| model | task | batch | proposer | decode tok/s | vs off | acceptance | tokens / verification | outputs |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | task | batch | proposer | decode tok/s | vs off | acceptance | tokens / verification | rows thrown "
+      "away | outputs |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const int batch : batches) {
     std::vector<double> off_tps;
     std::vector<std::vector<double>> tps(proposers.size());
     std::vector<engine::MetricsSnapshot> last(proposers.size());
     std::vector<bool> same(proposers.size(), true);
+    std::vector<int64_t> emitted(proposers.size(), 0);
     for (int rep = 0; rep < repeats; ++rep) {
-      const Run base = run(cfg, kind, batch, tokens, warmup);
+      // Even repeats run off first, odd ones last (and the proposers in reverse), so that
+      // a place in the order (a warm cache, the load of the moment) favours no one.
+      const bool off_last = rep % 2 == 1;
+      std::vector<Run> runs(proposers.size());
+      Run base;
+      if (!off_last) base = run(cfg, kind, batch, tokens, warmup);
+      for (size_t n = 0; n < proposers.size(); ++n) {
+        const size_t j = off_last ? proposers.size() - 1 - n : n;
+        runs[j] = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
+      }
+      if (off_last) base = run(cfg, kind, batch, tokens, warmup);
       off_tps.push_back(base.decode_tps);
       for (size_t j = 0; j < proposers.size(); ++j) {
-        const Run s = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
+        const Run& s = runs[j];
         tps[j].push_back(s.decode_tps);
         last[j] = s.metrics;
+        emitted[j] = 0;
+        for (const auto& o : s.outputs) emitted[j] += static_cast<int64_t>(o.size());
         same[j] = same[j] && s.outputs == base.outputs;
         std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f)\n", batch, rep,
                      base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps);
       }
     }
     const double off = median(off_tps);
-    std::printf("| %s | %s | %d | off | %.1f | 1.00 | | | |\n", label.c_str(), kind.c_str(), batch, off);
+    std::printf("| %s | %s | %d | off | %.1f | 1.00 | | | | |\n", label.c_str(), kind.c_str(), batch, off);
     for (size_t j = 0; j < proposers.size(); ++j) {
       const auto& m = last[j];
       const double t = median(tps[j]);
       std::string name = proposers[j];
       if (name.rfind("draft:", 0) == 0) name = "draft " + name.substr(name.find_last_of('/') + 1);
-      std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %s |\n", label.c_str(),
+      // Rows run = one per emitted token (counting the prefill's first token's row among
+      // the prompt's) + one per rejected draft token.
+      const int64_t rejected = m.spec_draft_tokens - m.spec_accepted_tokens;
+      std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %.2f %% | %s |\n", label.c_str(),
                   kind.c_str(), batch, name.c_str(), t, t / off,
                   m.spec_draft_tokens ? 100.0 * m.spec_accepted_tokens / m.spec_draft_tokens : 0.0,
                   static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_draft_tokens),
                   m.spec_drafts ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / m.spec_drafts : 0.0,
-                  same[j] ? "identical" : "DIFFER");
+                  100.0 * rejected / std::max<int64_t>(1, emitted[j] + rejected), same[j] ? "identical" : "DIFFER");
       all_identical = all_identical && same[j];
     }
     std::fflush(stdout);
