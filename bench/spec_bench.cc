@@ -3,10 +3,11 @@
 // Markdown table row per (batch, proposer): decode tokens/s (median of the repeats), the
 // ratio to plain decoding, the acceptance rate (accepted / proposed tokens), the tokens
 // emitted per verification, the share of decode rows run for rejected draft tokens, and
-// whether every output equals plain decoding's.
+// whether every output equals plain decoding's. Proposer "plain" runs plain decoding once
+// more as if it were a proposer: its ratio to off is the run-to-run noise.
 //
 //   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
-//       [--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
+//       [--proposers off,plain,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
 //       [--threads T] [--label NAME] [--warmup N]
 //
 //   story: a story opening to continue (stories260K's training domain).
@@ -145,11 +146,12 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// `cfg` with proposer spec "off", "ngram", "layerskip:L" or "draft:FILE".
+/// `cfg` with proposer spec "off", "plain" (off again, as a control of the noise), "ngram",
+/// "layerskip:L" or "draft:FILE".
 engine::EngineConfig with_proposer(engine::EngineConfig cfg, const std::string& spec) {
   const auto colon = spec.find(':');
   const std::string m = spec.substr(0, colon), arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (m == "off") cfg.spec.method = engine::SpecMethod::kOff;
+  if (m == "off" || m == "plain") cfg.spec.method = engine::SpecMethod::kOff;
   else if (m == "ngram") cfg.spec.method = engine::SpecMethod::kNgram;
   else if (m == "layerskip") cfg.spec.method = engine::SpecMethod::kLayerSkip, cfg.spec.draft_layers = std::atoi(arg.c_str());
   else if (m == "draft") cfg.spec.method = engine::SpecMethod::kDraft, cfg.spec.draft_model = arg;
@@ -252,8 +254,8 @@ int main(int argc, char** argv) {
       const double t = median(tps[j]);
       std::string name = proposers[j];
       if (name.rfind("draft:", 0) == 0) name = "draft " + name.substr(name.find_last_of('/') + 1);
-      // Rows run = one per emitted token (counting the prefill's first token's row among
-      // the prompt's) + one per rejected draft token.
+      if (name == "plain") name = "off again (control)";
+      // Rows run for the outputs ≈ one per emitted token + one per rejected draft token.
       const int64_t rejected = m.spec_draft_tokens - m.spec_accepted_tokens;
       std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %.2f %% | %s |\n", label.c_str(),
                   kind.c_str(), batch, name.c_str(), t, t / off,
