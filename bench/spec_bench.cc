@@ -3,7 +3,9 @@
 // Markdown table row per (batch, proposer): decode tokens/s (median of the repeats), the
 // ratio to plain decoding, the acceptance rate (accepted / proposed tokens), the tokens
 // emitted per verification, the share of decode rows run for rejected draft tokens, and
-// whether every output equals plain decoding's. Proposer "plain" runs plain decoding once
+// whether every output equals plain decoding's. The log (stderr) also has each run's
+// process CPU time per decode token, which time slices lost to other processes do not
+// inflate. Proposer "plain" runs plain decoding once
 // more as if it were a proposer: its ratio to off is the run-to-run noise.
 //
 //   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
@@ -22,6 +24,8 @@
 // another prompt, as a running server has: the speculative cost model (spec_cost.h) is
 // then fitted, and plain decoding gets the same warm-up. Exit status 1 when some
 // output differs from plain decoding's.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,8 +47,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// CPU seconds this process has used (all threads, user + system).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct Run {
   double decode_tps = 0;   // tokens after all first tokens / that window
+  double cpu_per_token = 0;  // process CPU seconds in that window / its tokens
   double e2e_tps = 0;      // all tokens / submit-to-end
   std::vector<std::vector<int32_t>> outputs;
   engine::MetricsSnapshot metrics;
@@ -107,6 +119,7 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
   int n_done = 0, n_started = 0;
   int64_t after_start = 0;  // tokens emitted once every request had its first token
   Clock::time_point t_started{};
+  double cpu_started = 0;
   while (n_done < batch) {
     ev->wait_until(Clock::now() + std::chrono::milliseconds(5));
     engine::StreamDelta d;
@@ -115,12 +128,13 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
         if (n_started == batch) after_start += static_cast<int64_t>(d.tokens.size());
         const bool first = r.outputs[i].empty() && !d.tokens.empty();
         r.outputs[i].insert(r.outputs[i].end(), d.tokens.begin(), d.tokens.end());
-        if (first && ++n_started == batch) t_started = Clock::now();
+        if (first && ++n_started == batch) t_started = Clock::now(), cpu_started = process_cpu_seconds();
         if (d.finish != engine::FinishReason::None) done[i] = true, ++n_done;
       }
     }
   }
   const auto t1 = Clock::now();
+  r.cpu_per_token = (process_cpu_seconds() - cpu_started) / std::max<int64_t>(1, after_start);
   int64_t total = 0;
   for (const auto& o : r.outputs) total += static_cast<int64_t>(o.size());
   r.e2e_tps = total / std::chrono::duration<double>(t1 - t0).count();
@@ -243,8 +257,9 @@ int main(int argc, char** argv) {
         emitted[j] = 0;
         for (const auto& o : s.outputs) emitted[j] += static_cast<int64_t>(o.size());
         same[j] = same[j] && s.outputs == base.outputs;
-        std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f)\n", batch, rep,
-                     base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps);
+        std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f; CPU us/token %.1f / %.1f)\n",
+                     batch, rep, base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps,
+                     1e6 * base.cpu_per_token, 1e6 * s.cpu_per_token);
       }
     }
     const double off = median(off_tps);
