@@ -2,10 +2,14 @@
 // prompts decoded together through the engine, plainly and with each proposer; prints one
 // Markdown table row per (batch, proposer): decode tokens/s (median of the repeats), the
 // ratio to plain decoding, the acceptance rate (accepted / proposed tokens), the tokens
-// emitted per verification, and whether every output equals plain decoding's.
+// emitted per verification, the share of decode rows run for rejected draft tokens, and
+// whether every output equals plain decoding's. The log (stderr) also has each run's
+// process CPU time per decode token, which time slices lost to other processes do not
+// inflate. Proposer "plain" runs plain decoding once
+// more as if it were a proposer: its ratio to off is the run-to-run noise.
 //
 //   build/bench/spec_bench MODEL story|copy [--batches 1,8,32] [--tokens N] [--repeats R]
-//       [--proposers off,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
+//       [--proposers off,plain,ngram,layerskip:L,draft:FILE] [--spec-k K] [--no-spec-adaptive]
 //       [--threads T] [--label NAME] [--warmup N]
 //
 //   story: a story opening to continue (stories260K's training domain).
@@ -13,12 +17,15 @@
 //          case).
 // Decode tokens/s counts the tokens emitted after every request has its first token, over
 // the time from then to the last one's end (prefill, which speculation does not change,
-// stays out). Runs are interleaved (off, p1, p2, ..., off, p1, ...) with a fresh engine
-// each, so drift in the machine's load hits all proposers alike. Before the timed batch
+// stays out). Runs are interleaved (off, p1, ..., pn, then pn, ..., p1, off, ...) with a
+// fresh engine each, so drift in the machine's load and the place in the order hit all
+// proposers alike. Before the timed batch
 // each engine serves one untimed request of --warmup tokens (default 64; 0: none) with
 // another prompt, as a running server has: the speculative cost model (spec_cost.h) is
 // then fitted, and plain decoding gets the same warm-up. Exit status 1 when some
 // output differs from plain decoding's.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,8 +47,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// CPU seconds this process has used (all threads, user + system).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct Run {
   double decode_tps = 0;   // tokens after all first tokens / that window
+  double cpu_per_token = 0;  // process CPU seconds in that window / its tokens
   double e2e_tps = 0;      // all tokens / submit-to-end
   std::vector<std::vector<int32_t>> outputs;
   engine::MetricsSnapshot metrics;
@@ -104,6 +119,7 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
   int n_done = 0, n_started = 0;
   int64_t after_start = 0;  // tokens emitted once every request had its first token
   Clock::time_point t_started{};
+  double cpu_started = 0;
   while (n_done < batch) {
     ev->wait_until(Clock::now() + std::chrono::milliseconds(5));
     engine::StreamDelta d;
@@ -112,12 +128,13 @@ Run run(const engine::EngineConfig& cfg, const std::string& kind, int batch, int
         if (n_started == batch) after_start += static_cast<int64_t>(d.tokens.size());
         const bool first = r.outputs[i].empty() && !d.tokens.empty();
         r.outputs[i].insert(r.outputs[i].end(), d.tokens.begin(), d.tokens.end());
-        if (first && ++n_started == batch) t_started = Clock::now();
+        if (first && ++n_started == batch) t_started = Clock::now(), cpu_started = process_cpu_seconds();
         if (d.finish != engine::FinishReason::None) done[i] = true, ++n_done;
       }
     }
   }
   const auto t1 = Clock::now();
+  r.cpu_per_token = (process_cpu_seconds() - cpu_started) / std::max<int64_t>(1, after_start);
   int64_t total = 0;
   for (const auto& o : r.outputs) total += static_cast<int64_t>(o.size());
   r.e2e_tps = total / std::chrono::duration<double>(t1 - t0).count();
@@ -143,11 +160,12 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// `cfg` with proposer spec "off", "ngram", "layerskip:L" or "draft:FILE".
+/// `cfg` with proposer spec "off", "plain" (off again, as a control of the noise), "ngram",
+/// "layerskip:L" or "draft:FILE".
 engine::EngineConfig with_proposer(engine::EngineConfig cfg, const std::string& spec) {
   const auto colon = spec.find(':');
   const std::string m = spec.substr(0, colon), arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (m == "off") cfg.spec.method = engine::SpecMethod::kOff;
+  if (m == "off" || m == "plain") cfg.spec.method = engine::SpecMethod::kOff;
   else if (m == "ngram") cfg.spec.method = engine::SpecMethod::kNgram;
   else if (m == "layerskip") cfg.spec.method = engine::SpecMethod::kLayerSkip, cfg.spec.draft_layers = std::atoi(arg.c_str());
   else if (m == "draft") cfg.spec.method = engine::SpecMethod::kDraft, cfg.spec.draft_model = arg;
@@ -209,38 +227,57 @@ int main(int argc, char** argv) {
   }
   proposers.erase(std::remove(proposers.begin(), proposers.end(), "off"), proposers.end());
   bool all_identical = true;
-  std::printf("| model | task | batch | proposer | decode tok/s | vs off | acceptance | tokens / verification | outputs |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | task | batch | proposer | decode tok/s | vs off | acceptance | tokens / verification | rows thrown "
+      "away | outputs |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const int batch : batches) {
     std::vector<double> off_tps;
     std::vector<std::vector<double>> tps(proposers.size());
     std::vector<engine::MetricsSnapshot> last(proposers.size());
     std::vector<bool> same(proposers.size(), true);
+    std::vector<int64_t> emitted(proposers.size(), 0);
     for (int rep = 0; rep < repeats; ++rep) {
-      const Run base = run(cfg, kind, batch, tokens, warmup);
+      // Even repeats run off first, odd ones last (and the proposers in reverse), so that
+      // a place in the order (a warm cache, the load of the moment) favours no one.
+      const bool off_last = rep % 2 == 1;
+      std::vector<Run> runs(proposers.size());
+      Run base;
+      if (!off_last) base = run(cfg, kind, batch, tokens, warmup);
+      for (size_t n = 0; n < proposers.size(); ++n) {
+        const size_t j = off_last ? proposers.size() - 1 - n : n;
+        runs[j] = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
+      }
+      if (off_last) base = run(cfg, kind, batch, tokens, warmup);
       off_tps.push_back(base.decode_tps);
       for (size_t j = 0; j < proposers.size(); ++j) {
-        const Run s = run(with_proposer(cfg, proposers[j]), kind, batch, tokens, warmup);
+        const Run& s = runs[j];
         tps[j].push_back(s.decode_tps);
         last[j] = s.metrics;
+        emitted[j] = 0;
+        for (const auto& o : s.outputs) emitted[j] += static_cast<int64_t>(o.size());
         same[j] = same[j] && s.outputs == base.outputs;
-        std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f)\n", batch, rep,
-                     base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps);
+        std::fprintf(stderr, "# batch %d rep %d: off %.1f, %s %.1f tok/s (e2e %.1f / %.1f; CPU us/token %.1f / %.1f)\n",
+                     batch, rep, base.decode_tps, proposers[j].c_str(), s.decode_tps, base.e2e_tps, s.e2e_tps,
+                     1e6 * base.cpu_per_token, 1e6 * s.cpu_per_token);
       }
     }
     const double off = median(off_tps);
-    std::printf("| %s | %s | %d | off | %.1f | 1.00 | | | |\n", label.c_str(), kind.c_str(), batch, off);
+    std::printf("| %s | %s | %d | off | %.1f | 1.00 | | | | |\n", label.c_str(), kind.c_str(), batch, off);
     for (size_t j = 0; j < proposers.size(); ++j) {
       const auto& m = last[j];
       const double t = median(tps[j]);
       std::string name = proposers[j];
       if (name.rfind("draft:", 0) == 0) name = "draft " + name.substr(name.find_last_of('/') + 1);
-      std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %s |\n", label.c_str(),
+      if (name == "plain") name = "off again (control)";
+      // Rows run for the outputs ≈ one per emitted token + one per rejected draft token.
+      const int64_t rejected = m.spec_draft_tokens - m.spec_accepted_tokens;
+      std::printf("| %s | %s | %d | %s | %.1f | %.2f | %.1f %% (%lld / %lld) | %.2f | %.2f %% | %s |\n", label.c_str(),
                   kind.c_str(), batch, name.c_str(), t, t / off,
                   m.spec_draft_tokens ? 100.0 * m.spec_accepted_tokens / m.spec_draft_tokens : 0.0,
                   static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_draft_tokens),
                   m.spec_drafts ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / m.spec_drafts : 0.0,
-                  same[j] ? "identical" : "DIFFER");
+                  100.0 * rejected / std::max<int64_t>(1, emitted[j] + rejected), same[j] ? "identical" : "DIFFER");
       all_identical = all_identical && same[j];
     }
     std::fflush(stdout);

@@ -3,14 +3,15 @@
 # and acceptance with each proposer vs plain decoding, at batch 1, 8 and 32, on
 #   stories260K: story continuation and an input-copying task (ngram, layerskip, draft);
 #   the TinyLlama-1.1B-shape Q4_0 synth: the input-copying task (ngram).
-# Each part is one build/bench/spec_bench run (see its header); run them under the bench
+# Each part is one build/bench/spec_bench run (see its header; "plain" is plain decoding run
+# again as a control of the noise); run them under the bench
 # lock on an idle machine. The synth model is made with `pdserve synth` if missing.
 #
 #   bench/spec_bench.sh [BUILD_DIR] [PART...]
 #     BUILD_DIR  a Release build with pdserve and bench/spec_bench (default: build)
 #     PART       stories-story, stories-copy, tinyllama-copy (default: all three)
 # Environment: TOKENS (generated per request; default 256 for stories260K, 64 for the
-# synth), REPEATS (default 3; the table gives medians), TL (synth path, default
+# synth), REPEATS (default 3; the table gives medians), BATCHES (default 1,8,32), TL (synth path, default
 # /tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf), SPEC_ARGS (extra spec_bench flags, e.g.
 # --no-spec-adaptive), LOG (where each run's line goes; default /dev/null).
 set -euo pipefail
@@ -27,17 +28,17 @@ for part in "${parts[@]}"; do
   echo "# $part: load average before $(cut -d' ' -f1-3 /proc/loadavg)"
   case $part in
     stories-story|stories-copy)
-      "$build/bench/spec_bench" "$stories" "${part#stories-}" --batches 1,8,32 --tokens "${TOKENS:-256}" \
+      "$build/bench/spec_bench" "$stories" "${part#stories-}" --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-256}" \
           --repeats "$repeats" --threads 1 --label stories260K \
-          --proposers "ngram,layerskip:2,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
+          --proposers "ngram,layerskip:2,plain,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
     tinyllama-copy)
       if [ ! -s "$tl" ]; then
         mkdir -p "$(dirname "$tl")"
         "$build/pdserve" synth --shape tinyllama-1.1b --type Q4_0 \
             --vocab-from ../shared/models/synth-llama-small-f16.gguf -o "$tl" >/dev/null
       fi
-      "$build/bench/spec_bench" "$tl" copy --batches 1,8,32 --tokens "${TOKENS:-64}" --repeats "$repeats" \
-          --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers ngram ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
+      "$build/bench/spec_bench" "$tl" copy --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-64}" --repeats "$repeats" \
+          --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers plain,ngram ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   echo "# $part: load average after $(cut -d' ' -f1-3 /proc/loadavg)"

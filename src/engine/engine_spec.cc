@@ -36,11 +36,12 @@ void EngineImpl::prepare_drafts() {
   // The acceptance a draft row must beat to pay for itself at this batch size.
   const double threshold = spec_timing_.cost.threshold(static_cast<int>(decodes.size()));
   if (cfg_.spec.adaptive && !decodes.empty() && spec_timing_.cost.plain_step()) return;
+  const bool cheap_probe = proposer_->cheap_probe();
   for (Sequence* s : decodes) {
     // Positions past max_len are never emitted: at most max_len - size - 1 proposals
     // (the bonus token of the last row makes up the rest).
     const int room = s->max_len - static_cast<int>(s->tokens.size()) - 1;
-    const int k = std::min(room, spec_next_k(s->spec, cfg_.spec.k, cfg_.spec.adaptive, threshold));
+    const int k = std::min(room, spec_next_k(s->spec, cfg_.spec.k, cfg_.spec.adaptive, threshold, cheap_probe));
     if (k <= 0) continue;
     seqs.push_back(s);
     ks.push_back(k);

@@ -33,13 +33,19 @@ inline int spec_cost_k(double acceptance, double threshold, int k_max) {
   return k;
 }
 
+/// Longest idle backoff of a closed cost gate, in steps: a 1-token probe then costs at
+/// most 1/256 of a row per step.
+inline constexpr int kSpecMaxGatedIdle = 256;
+
 /// Draft tokens to ask for in this step (0: none), counting an idle step down.
 /// Without `adaptive`, always k_max. `threshold` (SpecCostModel::threshold; 0: none)
 /// caps k by spec_cost_k once the sequence had a verification (its first proposal
 /// measures its acceptance); when it allows no row the sequence idles 2^closings steps
-/// (at most 64), then probes with one token — except with threshold >= 1, where no
-/// acceptance could pay and it does not propose at all.
-inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold = 0) {
+/// (at most kSpecMaxGatedIdle), then probes with one token. With threshold >= 1 no
+/// acceptance could pay: the sequence's first proposal is a 1-token probe (none when
+/// `cheap_probe` is false, e.g. a draft model that would first have to compute the whole
+/// prompt), and after it nothing is proposed.
+inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold = 0, bool cheap_probe = true) {
   if (!adaptive) return k_max;
   if (st.k < 0) st.k = k_max;
   if (st.idle > 0) {
@@ -47,8 +53,9 @@ inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold
     return 0;
   }
   const int k = std::min(st.k, k_max);
-  if (threshold <= 0 || st.verified == 0) return k;
-  if (threshold >= 1) return 0;
+  if (threshold <= 0) return k;
+  if (threshold >= 1) return st.verified == 0 && cheap_probe ? 1 : 0;
+  if (st.verified == 0) return k;
   const int ck = spec_cost_k(spec_acceptance(st), threshold, k_max);
   if (ck > 0) {
     st.gated = 0;
@@ -59,7 +66,7 @@ inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold
     st.probe = false;
     return 1;
   }
-  st.idle = std::min(64, 1 << std::min(++st.gated, 6));
+  st.idle = std::min(kSpecMaxGatedIdle, 1 << std::min(++st.gated, 8));
   return 0;
 }
 

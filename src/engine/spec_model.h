@@ -44,6 +44,7 @@ class DraftModelProposer final : public Proposer {
   DraftModelProposer(std::unique_ptr<model::Model> draft, int block_size, int32_t num_blocks);
   ~DraftModelProposer() override;
   bool after_schedule() const override { return true; }
+  bool cheap_probe() const override { return false; }  // the first proposal computes the prompt
   void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& max_k,
                std::vector<std::vector<int32_t>>& out) override;
   void release(int64_t seq_id, int choice_index) override;

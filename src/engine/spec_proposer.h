@@ -42,6 +42,11 @@ class Proposer {
   virtual void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& max_k,
                        std::vector<std::vector<int32_t>>& out) = 0;
 
+  /// false when a sequence's first proposal costs far more than its later ones (a draft
+  /// model first computes the whole prompt): then the cost gate does not probe a
+  /// sequence whose rows no acceptance could pay for (spec_next_k).
+  virtual bool cheap_probe() const { return true; }
+
   /// The sequence (id, choice) ended or lost its KV: drop any state kept for it.
   virtual void release(int64_t seq_id, int choice_index) {
     (void)seq_id;

@@ -128,6 +128,34 @@ TEST(SpecAdaptive, CostGateCutsKToRowsThatPayAndProbes) {
   EXPECT_EQ(engine::spec_next_k(slow, 4, false, 1.2), 4);  // not adaptive: no gate
 }
 
+TEST(SpecAdaptive, UnpayableRowsGetOneProbePerSequenceAndClosedGatesIdleUpTo256Steps) {
+  // threshold >= 1: a new sequence probes with one token (not k_max), then never again.
+  engine::SpecState fresh;
+  EXPECT_EQ(engine::spec_next_k(fresh, 4, true, 1.2), 1);
+  engine::spec_update(fresh, 4, 1, 1);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(engine::spec_next_k(fresh, 4, true, 1.2), 0);
+  // A proposer whose first proposal is expensive (a draft model's prompt) is not probed.
+  engine::SpecState costly;
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(engine::spec_next_k(costly, 4, true, 1.2, false), 0);
+  EXPECT_EQ(engine::spec_next_k(costly, 4, true, 0.5, false), 4);  // rows that can pay: measured as before
+  // A closed gate (acceptance 0.25 < 0.8) idles 2, 4, ..., 256 steps between 1-token probes.
+  engine::SpecState low;
+  engine::spec_update(low, 4, 1, 0);
+  std::vector<int> gaps;
+  for (int zeros = 0, step = 0; step < 3000 && gaps.size() < 10; ++step) {
+    const int k = engine::spec_next_k(low, 4, true, 0.8);
+    if (k == 0) {
+      ++zeros;
+      continue;
+    }
+    EXPECT_EQ(k, 1);
+    gaps.push_back(zeros);
+    zeros = 0;
+  }
+  // Each gap: the closing step + its idle steps.
+  EXPECT_EQ(gaps, (std::vector<int>{3, 5, 9, 17, 33, 65, 129, 257, 257, 257}));
+}
+
 TEST(SpecRollback, TruncateReturnsTailBlocksButNeverCachedOnes) {
   kv::KvCacheShape shape;
   shape.n_layers = 1;
