@@ -247,11 +247,17 @@ int run_planner(const PlannerArgs& a) {
         break;
       }
       obs = observer.add(sample.value());
+    } else if (iter == 0 && !sup) {  // nothing observed: no decision to log or print on no data
+      std::fprintf(stderr, "error: cannot read the router's metrics: %s\n", page.error().c_str());
+      rc = 1;
+      break;
     } else {
       PDS_LOG_WARN("planner: {}", page.error());
       std::lock_guard<std::mutex> lk(state.mu);
       state.errors++;
-      if (iter > 0) continue;  // keep the plan in force; at start, plan for no load
+      // Keep the plan in force. --supervise at start: the router opens its port once a
+      // worker registers, so start the minimum fleet (the plan for no load).
+      if (iter > 0) continue;
     }
     planner::PlanInput in;
     in.cost = &cost;

@@ -27,6 +27,12 @@ struct SimulateArgs {
   planner::SimConfig sim;
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // the instances' --kv-dtype (checked against the profile)
   std::string json_out;
+  // --plan BUDGET: the planner (GLPK MIP) chooses the fleet (planner/sim_planner.h).
+  int plan_budget = 0;          // 0: the fleet is given by --colocated / --prefill --decode
+  double replan_interval = 0;   // > 0: re-plan every S virtual seconds (elastic fleet)
+  double report_interval = 0;   // > 0: per-interval SLO attainment table (default: the re-plan interval)
+  double headroom = 0.2;        // elastic: plan for the forecast x (1 + headroom)
+  int scale_down_after = 3, window = 5, min_prefill = 0, min_decode = 1;
 };
 void add_simulate_command(CLI::App& app, SimulateArgs& a);
 int run_simulate(SimulateArgs& a);

@@ -63,6 +63,8 @@ const char* role_name(Role r) { return r == Role::kColocated ? "colocated" : r =
 
 struct Instance {
   Role role;
+  std::string id;        // its router address ("sim-decode-3")
+  bool active = true;    // routed to (false: draining after an elastic scale-down)
   std::unique_ptr<kv::KvCacheManager> kv;
   std::unique_ptr<engine::Scheduler> sched;
   bool busy = false;     // a step is in flight (or a step start is queued)
@@ -71,7 +73,7 @@ struct Instance {
   SimInstanceStats stats;
 };
 
-enum class EventKind { kArrival, kStepStart, kStepEnd, kKvArrived };
+enum class EventKind { kArrival, kStepStart, kStepEnd, kKvArrived, kReplan };
 
 struct Event {
   double t;
@@ -92,8 +94,13 @@ class Simulation {
     auto policy = disagg::make_routing_policy(cfg_.routing);
     if (!policy.ok()) throw std::invalid_argument(policy.error());
     policy_ = std::move(policy.value());
-    build();
+    threshold_ = cfg_.remote_prefill_threshold;
     res_.records.resize(reqs_.size());
+    if (elastic()) {
+      if (!reqs_.empty()) push(reqs_[0].arrival_s, EventKind::kReplan, -1, 0);  // before the first arrival
+    } else {
+      build();
+    }
     for (size_t i = 0; i < reqs_.size(); ++i) push(reqs_[i].arrival_s, EventKind::kArrival, -1, static_cast<int64_t>(i));
     while (!events_.empty()) {
       Event e = events_.top();
@@ -105,6 +112,7 @@ class Simulation {
         case EventKind::kStepStart: step_start(e.instance); break;
         case EventKind::kStepEnd: step_end(e.instance); break;
         case EventKind::kKvArrived: kv_arrived(e.instance, e.request); break;
+        case EventKind::kReplan: replan(static_cast<int>(e.request)); break;
       }
     }
     for (Instance& in : inst_) {
@@ -117,11 +125,15 @@ class Simulation {
   }
 
  private:
+  bool elastic() const { return static_cast<bool>(cfg_.replan); }
+
   void validate() {
-    if (cfg_.colocated < 0 || cfg_.prefill < 0 || cfg_.decode < 0) throw std::invalid_argument("instance counts must be >= 0");
-    if (cfg_.colocated > 0 && (cfg_.prefill > 0 || cfg_.decode > 0))
+    if (elastic()) {
+      if (!(cfg_.replan_interval_s > 0)) throw std::invalid_argument("the re-plan interval must be > 0 s");
+    } else if (cfg_.colocated < 0 || cfg_.prefill < 0 || cfg_.decode < 0) throw std::invalid_argument("instance counts must be >= 0");
+    else if (cfg_.colocated > 0 && (cfg_.prefill > 0 || cfg_.decode > 0))
       throw std::invalid_argument("--colocated excludes --prefill/--decode");
-    if (cfg_.colocated == 0 && cfg_.decode == 0)
+    else if (cfg_.colocated == 0 && cfg_.decode == 0)
       throw std::invalid_argument(cfg_.prefill > 0 ? "disaggregated serving needs --decode >= 1"
                                                    : "no instances: give --colocated K or --prefill N --decode M");
     n_ctx_ = cfg_.instance.ctx_size > 0 ? cfg_.instance.ctx_size : p_.model.n_ctx;
@@ -167,33 +179,78 @@ class Simulation {
     sc.policy = cfg_.instance.policy;
     in.sched = std::make_unique<engine::Scheduler>(sc, *in.kv);
     in.stats.role = role_name(r);
+    in.id = std::string("sim-") + role_name(r) + "-" + std::to_string(inst_.size());
+    if (elastic() && r == Role::kDecode) install_decider(*in.sched);
     inst_.push_back(std::move(in));
+  }
+
+  // The decode side's choice (engine::EngineImpl::wants_remote_prefill).
+  void install_decider(engine::Scheduler& sched) {
+    sched.set_remote_prefill_decider([this](engine::Sequence& s) {
+      if (s.remote_tried) return false;
+      const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;
+      const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
+      const bool remote = !resumed && !prefill_ids_.empty() && uncached > threshold_;
+      if (!remote) s.remote_tried = true;
+      return remote;
+    });
+  }
+
+  // The routed-to instances: front (decode / colocated, the router's view) and prefill.
+  void index_active() {
+    front_ids_.clear();
+    prefill_ids_.clear();
+    for (size_t i = 0; i < inst_.size(); ++i) {
+      if (!inst_[i].active) continue;
+      if (inst_[i].role == Role::kPrefill) prefill_ids_.push_back(static_cast<int>(i));
+      else front_ids_.push_back(static_cast<int>(i));
+    }
+    views_.assign(front_ids_.size(), disagg::WorkerView{});
+    for (size_t k = 0; k < front_ids_.size(); ++k) {
+      views_[k].address = elastic() ? inst_[front_ids_[k]].id
+                                    : std::string("sim-") + role_name(inst_[front_ids_[k]].role) + "-" + std::to_string(k);
+      views_[k].healthy = true;
+    }
+  }
+
+  // An interval boundary of the elastic fleet: ask the hook, then drain / add instances.
+  void replan(int index) {
+    SimInterval iv;
+    iv.index = index;
+    iv.time_s = now_;
+    iv.records = &res_.records;
+    for (const Instance& in : inst_) {
+      iv.prefix_queries += in.sched->prefix_queries();
+      iv.prefix_hits += in.sched->prefix_hits();
+      if (in.active)
+        iv.active.push_back({in.id, in.role == Role::kPrefill ? InstanceState::Role::Prefill : InstanceState::Role::Decode,
+                             static_cast<double>(in.kv->usage().cached)});
+    }
+    const SimFleet f = cfg_.replan(iv);
+    if (f.decode < 1 || f.prefill < 0) throw std::invalid_argument("the elastic fleet needs >= 1 decode and >= 0 prefill instances");
+    for (Role r : {Role::kDecode, Role::kPrefill}) {  // as build(): decode instances first
+      const int want = r == Role::kPrefill ? f.prefill : f.decode;
+      int kept = 0;
+      for (Instance& in : inst_) {
+        if (!in.active || in.role != r) continue;
+        const bool keep = kept < want && std::find(f.keep.begin(), f.keep.end(), in.id) != f.keep.end();
+        if (keep) ++kept;
+        else in.active = false;  // drains: finishes what it holds
+      }
+      for (; kept < want; ++kept) add_instance(r);
+    }
+    threshold_ = f.remote_prefill_threshold;
+    index_active();
+    if (finished_ < static_cast<int64_t>(reqs_.size())) push(now_ + cfg_.replan_interval_s, EventKind::kReplan, -1, index + 1);
   }
 
   void build() {
     for (int i = 0; i < cfg_.colocated; ++i) add_instance(Role::kColocated);
     for (int i = 0; i < cfg_.decode; ++i) add_instance(Role::kDecode);
     for (int i = 0; i < cfg_.prefill; ++i) add_instance(Role::kPrefill);
-    for (size_t i = 0; i < inst_.size(); ++i) {
-      if (inst_[i].role == Role::kPrefill) prefill_ids_.push_back(static_cast<int>(i));
-      else front_ids_.push_back(static_cast<int>(i));
-    }
-    // The decode side's choice (engine::EngineImpl::wants_remote_prefill).
+    index_active();
     if (!prefill_ids_.empty())
-      for (int d : front_ids_)
-        inst_[d].sched->set_remote_prefill_decider([this](engine::Sequence& s) {
-          if (s.remote_tried) return false;
-          const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;
-          const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
-          const bool remote = !resumed && uncached > cfg_.remote_prefill_threshold;
-          if (!remote) s.remote_tried = true;
-          return remote;
-        });
-    views_.resize(front_ids_.size());
-    for (size_t k = 0; k < front_ids_.size(); ++k) {
-      views_[k].address = std::string("sim-") + role_name(inst_[front_ids_[k]].role) + "-" + std::to_string(k);
-      views_[k].healthy = true;
-    }
+      for (int d : front_ids_) install_decider(*inst_[d].sched);
   }
 
   void push(double t, EventKind k, int instance, int64_t request) { events_.push({t, order_++, k, instance, request}); }
@@ -286,6 +343,7 @@ class Simulation {
   void complete(int64_t r, int generated) {
     loadgen::RequestRecord& rec = res_.records[r];
     rec.end_s = now_;
+    ++finished_;
     rec.usage_completion_tokens = generated;
     rec.done_marker = true;
     rec.ok = generated > 0;
@@ -344,6 +402,8 @@ class Simulation {
   const tokenizer::Tokenizer& tok_;
   std::unique_ptr<disagg::RoutingPolicy> policy_;
   int n_ctx_ = 0;
+  int threshold_ = 0;     // the decode side's remote-prefill threshold in force
+  int64_t finished_ = 0;  // requests completed
   int64_t blocks_ = 0;
   std::vector<Instance> inst_;
   std::vector<int> front_ids_, prefill_ids_;

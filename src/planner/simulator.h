@@ -18,12 +18,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "disagg/routing_policy.h"
 #include "engine/scheduler.h"
 #include "loadgen/stream_client.h"
+#include "planner/plan_input.h"
 #include "planner/profile.h"
 
 namespace pdserve::tokenizer {
@@ -52,12 +54,41 @@ struct SimInstanceConfig {
   engine::SchedulingPolicy policy = engine::SchedulingPolicy::kFcfs;
 };
 
+/// What the elastic hook (SimConfig::replan) sees at an interval boundary.
+struct SimInterval {
+  int index = 0;      // 0: the first arrival (nothing runs yet), then 1, 2, …
+  double time_s = 0;  // virtual seconds
+  /// Every request's record so far (input order; a request not yet arrived has
+  /// send_s < 0, one not finished done_marker false): the router's view of the load.
+  const std::vector<loadgen::RequestRecord>* records = nullptr;
+  int64_t prefix_queries = 0, prefix_hits = 0;  // Σ over all instances since the start
+  /// The instances routed to now (draining ones are not listed): id, role, and
+  /// cached_blocks = KV blocks held only by its prefix cache.
+  std::vector<InstanceState> active;
+};
+
+/// The fleet the elastic hook wants from now on.
+struct SimFleet {
+  int prefill = 0, decode = 1;       // instances (decode >= 1; prefill 0: decode prefills locally)
+  int remote_prefill_threshold = 0;  // as SimConfig's
+  /// Ids (SimInterval::active) to keep, per role up to its count; the other active
+  /// instances of that role drain (no new requests; they finish what they hold), and new
+  /// empty instances make up the count.
+  std::vector<std::string> keep;
+};
+
 struct SimConfig {
   int colocated = 0;           // K colocated instances (then prefill/decode must be 0)
   int prefill = 0, decode = 0;  // N prefill + M decode instances (M >= 1; N = 0: decode prefills locally)
   SimInstanceConfig instance;
   disagg::PolicyConfig routing;      // the router's policy over the decode/colocated instances
   int remote_prefill_threshold = 0;  // decode: uncached prompt tokens at or below ⇒ local prefill
+  /// Elastic fleet: when set, colocated/prefill/decode are ignored; `replan` is called at
+  /// the first arrival and then every `replan_interval_s` virtual seconds until every
+  /// request has finished, and the fleet follows what it returns (it may throw
+  /// std::invalid_argument, which ends the run).
+  std::function<SimFleet(const SimInterval&)> replan;
+  double replan_interval_s = 0;
 };
 
 /// Per-instance counters of a run.

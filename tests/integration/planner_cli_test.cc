@@ -5,6 +5,7 @@
 // pdserve server — is a one-line error with exit code 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -28,9 +29,9 @@ struct CmdRun {
   std::string out;
 };
 
-CmdRun run(const std::string& args) {
+CmdRun run(const std::string& args, const char* sub = "planner") {
   CmdRun r;
-  const std::string cmd = std::string(PDSERVE_BIN) + " planner " + args + " 2>&1";
+  const std::string cmd = std::string(PDSERVE_BIN) + " " + sub + " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -133,6 +134,74 @@ TEST_F(PlannerCli, BadInputIsAOneLineError) {
   CmdRun other = run("--router " + url() + "/other --profile " + profile_ + " --iterations 1");
   EXPECT_EQ(other.rc, 2);
   EXPECT_NE(other.out.find("pdserve"), std::string::npos) << other.out;
+}
+
+// A router that does not answer: no decision is made (or logged) on no data.
+TEST_F(PlannerCli, UnreachableRouterIsAnError) {
+  CmdRun r = run("--router http://127.0.0.1:" + std::to_string(free_port()) + " --profile " + profile_ + " --iterations 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("error: cannot read the router's metrics: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("planner decision"), std::string::npos) << r.out;
+}
+
+// `pdserve simulate`'s usage errors are the parser's kind: one line naming the flag,
+// "(see 'pdserve simulate --help')", exit 2.
+TEST_F(PlannerCli, SimulateUsageErrorsAreOneLineWithExitCodeTwo) {
+  const std::string base = "--profile " + profile_ + " -m " + kStoriesModel + " --rate 5 --max-requests 5 ";
+  const struct {
+    std::string args, expect;
+  } cases[] = {
+      {base, "error: no instances: give --colocated K, --prefill N --decode M, or --plan BUDGET"},
+      {base + "--colocated 1 --decode 1", "error: --colocated excludes --prefill/--decode"},
+      {base + "--plan 2", "error: --plan needs the SLO it plans for"},
+      {base + "--plan 1 --min-prefill 1 --slo-ttft 100", "error: infeasible budget: --plan 1 cannot hold --min-prefill 1"},
+  };
+  for (const auto& c : cases) {
+    CmdRun r = run(c.args, "simulate");
+    EXPECT_EQ(r.rc, 2) << c.args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind(c.expect, 0), 0u) << c.args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find("(see 'pdserve simulate --help')"), std::string::npos) << r.out;
+  }
+}
+
+// `simulate --plan N` runs the MIP's plan: the same as simulating that fleet given by
+// hand; `--replan-interval` re-plans inside the simulation, starting from the minimum
+// and scaling up under a load above one instance's capacity, within the budget.
+TEST_F(PlannerCli, SimulatePlanRunsTheMipsChoice) {
+  const std::string base = "--profile " + profile_ + " -m " + kStoriesModel +
+                           " --rate 40 --input-len 8 --output-len 16 --max-requests 400 --slo-ttft 1000 --slo-tpot 100 ";
+  CmdRun planned = run(base + "--plan 6 --json " + dir_ + "/plan.json", "simulate");
+  ASSERT_EQ(planned.rc, 0) << planned.out;
+  EXPECT_NE(planned.out.find("Plan (GLPK MIP, budget 6): "), std::string::npos) << planned.out;
+  auto j = nlohmann::json::parse(std::ifstream(dir_ + "/plan.json"));
+  const int p = j["plan"]["prefill"], d = j["plan"]["decode"];
+  ASSERT_GE(d, 2) << j["plan"].dump();  // 40 req/s: more than one instance's worth
+  ASSERT_LE(p + d, 6);
+  std::string fleet = p == 0 ? "--colocated " + std::to_string(d)
+                             : "--prefill " + std::to_string(p) + " --decode " + std::to_string(d) +
+                                   " --remote-prefill-threshold " +
+                                   (j["plan"]["threshold"].is_string() ? std::string("1073741824")
+                                                                       : std::to_string(static_cast<int>(j["plan"]["threshold"].get<double>())));
+  CmdRun by_hand = run(base + fleet + " --json " + dir_ + "/hand.json", "simulate");
+  ASSERT_EQ(by_hand.rc, 0) << by_hand.out;
+  auto h = nlohmann::json::parse(std::ifstream(dir_ + "/hand.json"));
+  EXPECT_EQ(j["summary"]["good_requests"], h["summary"]["good_requests"]);
+  EXPECT_DOUBLE_EQ(j["summary"]["ttft_ms"]["p50"].get<double>(), h["summary"]["ttft_ms"]["p50"].get<double>());
+
+  CmdRun el = run(base + "--plan 6 --replan-interval 1 --json " + dir_ + "/elastic.json", "simulate");
+  ASSERT_EQ(el.rc, 0) << el.out;
+  auto e = nlohmann::json::parse(std::ifstream(dir_ + "/elastic.json"));
+  ASSERT_GE(e["intervals"].size(), 5u) << el.out;
+  EXPECT_EQ(e["intervals"][0]["action"], "start");
+  int most = 0;
+  for (const auto& row : e["intervals"]) {
+    const int n = row["prefill"].get<int>() + row["decode"].get<int>();
+    EXPECT_LE(n, 6) << row.dump();
+    most = std::max(most, n);
+  }
+  EXPECT_GE(most, 2) << el.out;
+  EXPECT_EQ(e["summary"]["completed"], 400);
 }
 
 }  // namespace

@@ -168,5 +168,69 @@ TEST_F(PlannerSimulator, BadConfigurationsNameTheProblem) {
   }
 }
 
+// The elastic hook (SimConfig::replan): a fleet that does not change runs as the same
+// static fleet; a scale-up adds empty instances that take new requests (and a prefill
+// instance makes long prompts remote); a scale-down drains the instances not kept, and
+// the hook sees which instance holds prefix cache.
+TEST_F(PlannerSimulator, ElasticFleetFollowsTheHook) {
+  std::vector<SimRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(req(0.1 + 0.5 * i, i, 100, 3, {5, 6}));
+  SimConfig fixed;
+  fixed.prefill = 1;
+  fixed.decode = 2;
+  SimConfig same;
+  same.replan_interval_s = 0.7;
+  same.replan = [](const SimInterval&) {
+    SimFleet f;
+    f.prefill = 1;
+    f.decode = 2;
+    f.keep = {"sim-decode-0", "sim-decode-1", "sim-prefill-2"};
+    return f;
+  };
+  SimResult a = run(fixed, reqs), b = run(same, reqs);
+  ASSERT_EQ(b.instances.size(), 3u);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(a.records[i].first_token_s, b.records[i].first_token_s) << i;
+    EXPECT_DOUBLE_EQ(a.records[i].end_s, b.records[i].end_s) << i;
+  }
+
+  // 1D until t = 1.0, then 1P+2D (the first decode kept), then from 1.9 only the new decode.
+  std::vector<SimInterval> seen;
+  SimConfig el;
+  el.replan_interval_s = 0.9;
+  el.replan = [&seen](const SimInterval& iv) {
+    seen.push_back(iv);
+    SimFleet f;
+    if (iv.index == 0) return f;  // one decode instance
+    std::vector<std::string> ids;
+    for (const auto& s : iv.active) ids.push_back(s.id);
+    f.decode = iv.index == 1 ? 2 : 1;
+    f.prefill = iv.index == 1 ? 1 : 0;
+    f.keep = iv.index == 1 ? ids : std::vector<std::string>{"sim-decode-1"};
+    return f;
+  };
+  SimResult c = run(el, reqs);
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_DOUBLE_EQ(seen[0].time_s, 0.1);
+  EXPECT_TRUE(seen[0].active.empty());
+  ASSERT_EQ(seen[1].active.size(), 1u);
+  EXPECT_EQ(seen[1].active[0].id, "sim-decode-0");
+  EXPECT_GT(seen[1].active[0].cached_blocks, 0);  // it served two requests sharing a prefix
+  ASSERT_EQ(seen[2].active.size(), 3u);
+  ASSERT_EQ(c.instances.size(), 3u);
+  EXPECT_EQ(c.instances[1].role, "decode");
+  EXPECT_EQ(c.instances[2].role, "prefill");
+  // Requests 0, 1 (t 0.1, 0.6) on decode-0, prefilled locally: TTFT = 100 ms of prefill.
+  EXPECT_NEAR(ttft(c.records[0]), 0.100, 1e-9);
+  EXPECT_GE(c.instances[0].requests, 2);
+  // From t = 1.9 only decode-1 takes requests (4 and 5, local prefill again).
+  EXPECT_GE(c.instances[1].requests, 2);
+  EXPECT_EQ(c.instances[0].requests + c.instances[1].requests, 6);
+  EXPECT_EQ(c.remote_prefills, 2);  // requests 2 and 3 (t 1.1, 1.6), while the prefill instance ran
+  EXPECT_EQ(c.instances[2].requests, 2);
+  EXPECT_GT(ttft(c.records[2]), 0.06);  // remote: prefill + transfer
+  for (const auto& r : c.records) EXPECT_TRUE(r.ok);
+}
+
 }  // namespace
 }  // namespace pdserve::planner
