@@ -44,6 +44,10 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--max-prompt-tokens", a.max_prompt_tokens, "tokens of each prompt (400 beyond; 0 = the context length - 1)")
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 30));
+  cmd.add_option("--max-grammar-states", a.max_grammar_states,
+                 "states of a compiled structured-output or tools grammar (400 beyond)")
+      ->default_val(50000)
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   cmd.add_option("--chat-template-file", a.chat_template_file,
                  "Jinja chat template file used instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
@@ -68,6 +72,7 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.request_limits.max_json_depth = a.max_json_depth;
   sc.request_limits.max_stop_bytes = a.max_stop_length;
   sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
+  sc.request_limits.max_grammar_states = a.max_grammar_states;
   if (!a.chat_template_file.empty()) {
     std::ifstream f(a.chat_template_file, std::ios::binary);
     std::stringstream ss;

@@ -44,6 +44,7 @@ struct HttpArgs {
   int max_json_depth = 64;
   size_t max_stop_length = 256;
   int max_prompt_tokens = 0;
+  size_t max_grammar_states = 50000;  // --max-grammar-states
   std::string chat_template_file;  // --chat-template-file
   std::string chat_template_date;  // --chat-template-date YYYY-MM-DD (empty: today, UTC)
 };

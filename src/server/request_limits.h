@@ -18,6 +18,7 @@ struct RequestLimits {
   int max_json_depth = 64;       // --max-json-depth: nesting of objects/arrays in the body
   size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
   int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
+  size_t max_grammar_states = 50000;  // --max-grammar-states: size of a compiled structured-output grammar
 };
 
 /// 400 when `body` nests JSON arrays/objects deeper than `max_depth` (a linear scan that
@@ -26,6 +27,12 @@ std::optional<ApiError> check_json_depth(std::string_view body, int max_depth);
 
 /// 400 for a stop string longer than the limit (param "stop").
 std::optional<ApiError> check_request_limits(const GenerationRequest& req, const RequestLimits& limits);
+
+/// 400 (param: the constraint's field, e.g. response_format or tools) when the request's
+/// grammar compiles to more than limits.max_grammar_states states: the grammar positions
+/// of its expanded rules (grammar::Grammar::elems; a repetition {m,n} counts n times), the
+/// automaton states the matcher may memoise, and their masks, grow with it.
+std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits);
 
 /// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code
 /// "context_length_exceeded", param prompt/messages.
