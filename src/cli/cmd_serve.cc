@@ -48,6 +48,10 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
                  "0 = up to the context end")
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 30));
+  cmd.add_option("--max-grammar-states", a.max_grammar_states,
+                 "states of a compiled structured-output or tools grammar (400 beyond)")
+      ->default_val(50000)
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   cmd.add_option("--chat-template-file", a.chat_template_file,
                  "Jinja chat template file used instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
@@ -73,6 +77,7 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
   sc.request_limits.max_stop_bytes = a.max_stop_length;
   sc.request_limits.max_prompt_tokens = a.max_prompt_tokens;
   sc.request_limits.max_completion_tokens = a.max_completion_tokens;
+  sc.request_limits.max_grammar_states = a.max_grammar_states;
   if (!a.chat_template_file.empty()) {
     std::ifstream f(a.chat_template_file, std::ios::binary);
     std::stringstream ss;

@@ -42,6 +42,7 @@ PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
     : tok_(tok),
       chat_template_(chat_template),
       jinja_(std::move(jinja)),
+      template_syntax_(jinja_ ? detect_tool_syntax(jinja_->source()) : ToolSyntax::kWrapper),
       template_now_(template_now),
       bos_text_(vocab_piece(tok.vocab(), tok.vocab().bos_id)),
       eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)),
@@ -65,8 +66,10 @@ std::string PromptEncoder::render(const std::vector<tokenizer::ChatMessage>& mes
 }
 
 std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
-                                              bool* bos_stripped, bool add_generation_prompt) const {
+                                              bool* bos_stripped, bool add_generation_prompt,
+                                              ToolSyntax* tool_syntax) const {
   if (bos_stripped) *bos_stripped = false;
+  if (tool_syntax) *tool_syntax = ToolSyntax::kWrapper;
   if (jinja_) {
     const auto& caps = jinja_->caps();
     bool tool_turns = false;
@@ -81,6 +84,13 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
       for (const auto& m : req.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
     }
     const json tools = template_form && req.tools.active() ? req.template_tools : json();
+    const ToolSyntax syntax = tools.is_null() ? ToolSyntax::kWrapper : template_syntax_;
+    if (!tools.is_null() && syntax == ToolSyntax::kWrapper) {  // the template defines no call syntax
+      if (!messages.empty() && messages[0].value("role", "") == "system" && messages[0]["content"].is_string())
+        messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + tool_syntax_instructions();
+      else
+        messages.insert(messages.begin(), json{{"role", "system"}, {"content", tool_syntax_instructions()}});
+    }
     const bool strip = tok_.vocab().add_bos;
     try {
       std::vector<tokenizer::TextSpan> spans;
@@ -88,6 +98,7 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
                                                   template_now_ ? template_now_ : std::time(nullptr), strip, &spans);
       if (bos_stripped) *bos_stripped = strip && !bos_text_.empty();
       if (content) *content = std::move(spans);
+      if (tool_syntax) *tool_syntax = syntax;
       return text;
     } catch (const std::exception& e) {
       PDS_LOG_WARN("chat template: {}; this request uses the built-in '{}' format", e.what(),
@@ -98,7 +109,7 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
 }
 
 std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int context_length,
-                                              std::vector<std::vector<int32_t>>& out) const {
+                                              std::vector<std::vector<int32_t>>& out, ToolSyntax* tool_syntax) const {
   const auto& vocab = tok_.vocab();
   const std::string param = req.prompt_param();
   out.clear();
@@ -106,7 +117,7 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
     // Special tokens only in the template's text; message content is plain text.
     std::vector<tokenizer::TextSpan> content;
     bool bos_stripped = false;
-    const std::string text = render_chat_prompt(req, &content, &bos_stripped);
+    const std::string text = render_chat_prompt(req, &content, &bos_stripped, true, tool_syntax);
     if (auto err = check_bytes(text.size(), context_length, req)) return err;  // before tokenizing
     // Templates that spell BOS in text (e.g. Llama 3) must not get a second one (the
     // Jinja path already removed a leading BOS text, as llama.cpp does).

@@ -38,8 +38,10 @@ class PromptEncoder {
   /// an empty prompt, an id outside the vocabulary, a prompt that leaves no room in a
   /// context of `context_length` tokens (code "context_length_exceeded"; 0 ⇒ unchecked) —
   /// for text, already by its byte length when that exceeds what the context can hold.
+  /// `tool_syntax` (optional): the tool-call syntax the chat prompt asked for (see
+  /// render_chat_prompt).
   std::optional<ApiError> encode(const GenerationRequest& req, int context_length,
-                                 std::vector<std::vector<int32_t>>& out) const;
+                                 std::vector<std::vector<int32_t>>& out, ToolSyntax* tool_syntax = nullptr) const;
 
   /// The prompt text the chat template makes of `messages` (with the generation prompt).
   std::string render(const std::vector<tokenizer::ChatMessage>& messages) const;
@@ -51,8 +53,16 @@ class PromptEncoder {
   /// With a Jinja template, `req.template_messages` and the request's tools go to the
   /// template when it renders tools (and tool-call turns, if the conversation has them);
   /// otherwise the messages in the tool wire format with the tools system prompt.
+  /// `*tool_syntax` (optional) gets the call syntax the prompt asks for: the template's
+  /// native one (tool_syntax.h) when the template rendered the tools and defines one, else
+  /// kWrapper — then, if the template rendered the tools, tool_syntax_instructions() is
+  /// appended to the system message (one is added when there is none).
   std::string render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
-                                 bool* bos_stripped = nullptr, bool add_generation_prompt = true) const;
+                                 bool* bos_stripped = nullptr, bool add_generation_prompt = true,
+                                 ToolSyntax* tool_syntax = nullptr) const;
+
+  /// The call syntax the Jinja template defines (kWrapper: none, or no template).
+  ToolSyntax template_tool_syntax() const { return template_syntax_; }
 
   /// Bytes one token covers at most (0: the vocabulary gives no bound). A text prompt
   /// longer than context_length × this is refused before it is tokenized.
@@ -64,6 +74,7 @@ class PromptEncoder {
   const tokenizer::Tokenizer& tok_;
   tokenizer::ChatTemplateKind chat_template_;
   std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja_;
+  ToolSyntax template_syntax_ = ToolSyntax::kWrapper;
   std::time_t template_now_ = 0;
   std::string bos_text_, eos_text_;
   size_t max_bytes_per_token_ = 0;

@@ -115,7 +115,16 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     return;
   }
   std::vector<std::vector<int32_t>> prompts;
-  if (auto err = encoder_.encode(r, engine_.context_length(), prompts)) {
+  ToolSyntax tool_syntax = ToolSyntax::kWrapper;
+  if (auto err = encoder_.encode(r, engine_.context_length(), prompts, &tool_syntax)) {
+    send_error(res, *err);
+    return;
+  }
+  if (r.tools.active() && tool_syntax != r.tools.syntax) {  // the template's own call syntax
+    parsed.request.tools.syntax = tool_syntax;
+    parsed.request.params.grammar = tools_grammar(parsed.request.tools);
+  }
+  if (auto err = check_grammar_size(r, limits_)) {
     send_error(res, *err);
     return;
   }
@@ -212,7 +221,7 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
       r.endpoint == Endpoint::ChatCompletions
           ? chat_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn())
           : completion_response(meta, f.choices, f.streams->usage(), r.want_logprobs(), piece_fn());
-  if (r.tools.active()) apply_tool_calls(body);
+  if (r.tools.active()) apply_tool_calls(body, r.tools.syntax);
   return {200, dump_json(body)};
 }
 
@@ -263,7 +272,7 @@ void GenerationHandler::respond_stream(const GenerationRequest& r,
   auto session = std::make_shared<StreamSession>(r.endpoint, new_meta(r.endpoint),
                                                  std::move(streams), r.want_logprobs(),
                                                  r.include_usage, piece_fn(), stopping_);
-  if (r.tools.active()) session->enable_tool_calls();
+  if (r.tools.active()) session->enable_tool_calls(r.tools.syntax);
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

@@ -161,9 +161,10 @@ struct HttpServer::Impl {
     const char* origin = cfg.chat_template_override.empty() ? "the model's" : "--chat-template-file's";
     const char* builtin = tokenizer::chat_template_name(chat_template);
     if (jinja) {
-      PDS_LOG_INFO("chat template: {} Jinja template (system role {}, tools {}, tool calls {})", origin,
+      PDS_LOG_INFO("chat template: {} Jinja template (system role {}, tools {}, tool calls {}, tool-call syntax {})", origin,
                    jinja->caps().supports_system_role ? "yes" : "no", jinja->caps().supports_tools ? "yes" : "no",
-                   jinja->caps().supports_tool_calls ? "yes" : "no");
+                   jinja->caps().supports_tool_calls ? "yes" : "no",
+                   tool_syntax_name(jinja->caps().supports_tools ? detect_tool_syntax(jinja->source()) : ToolSyntax::kWrapper));
       return;
     }
     bool recognized = true;

@@ -354,7 +354,7 @@ std::optional<ApiError> parse_completion_fields(const json& obj, GenerationReque
   if (best_of && *best_of != r.n) {
     return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
   }
-  PDS_TRY(parse_structured_output(obj, r.params));
+  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param));
   if (r.num_choices() > kMaxChoices) {
     return bad_request("Too many choices: the number of prompts times n must be at most " +
                            std::to_string(kMaxChoices) + ".",
@@ -467,7 +467,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
       return unsupported("functions", "'functions' are not supported by this server.");
     }
   }
-  PDS_TRY(parse_structured_output(obj, r.params));
+  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param));
   PDS_TRY(parse_tools(obj, r.tools));
   if (const json* t = field(obj, "tools"); t && t->is_array()) r.template_tools = *t;
   if (r.tools.active()) {  // describe the tools in the system message; constrain the output
@@ -477,6 +477,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
     std::string& sys = r.messages[0].content;
     sys += (sys.empty() ? "" : "\n\n") + tools_system_prompt(r.tools);
     r.params.grammar = tools_grammar(r.tools);
+    r.grammar_param = "tools";
   }
   return std::nullopt;
 }

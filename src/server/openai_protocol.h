@@ -49,6 +49,7 @@ struct GenerationRequest {
   bool include_usage = false;                    // stream_options.include_usage
   std::string user;
   ToolConfig tools;                              // chat tools / tool_choice / parallel_tool_calls
+  std::string grammar_param;                     // the field params.grammar came from (limit errors)
   /// Chat: the messages for a Jinja chat template — role (developer → system), content
   /// as text (null kept for an assistant's tool-call turn), tool_calls, tool_call_id,
   /// name — before `messages` got the tool wire format and the tools system prompt.

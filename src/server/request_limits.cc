@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "grammar/grammar.h"
+
 namespace pdserve::server {
 
 std::optional<ApiError> check_json_depth(std::string_view body, int max_depth) {
@@ -49,6 +51,17 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
 int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits) {
   if (req.params.max_tokens > 0 || limits.max_completion_tokens <= 0) return req.params.max_tokens;
   return limits.max_completion_tokens;
+}
+
+std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits) {
+  if (req.params.grammar.empty()) return std::nullopt;
+  auto g = grammar::parse_gbnf(req.params.grammar);
+  if (!g.ok() || g->elems.size() <= limits.max_grammar_states) return std::nullopt;  // parse errors: checked before
+  const std::string param = req.grammar_param.empty() ? "grammar" : req.grammar_param;
+  return bad_request("Invalid '" + param + "': the constraint compiles to a grammar of " + std::to_string(g->elems.size()) +
+                         " states; this server accepts at most " + std::to_string(limits.max_grammar_states) +
+                         " (--max-grammar-states).",
+                     param);
 }
 
 std::optional<ApiError> check_prompt_tokens(const GenerationRequest& req, const std::vector<std::vector<int32_t>>& prompts,

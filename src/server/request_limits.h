@@ -19,6 +19,7 @@ struct RequestLimits {
   size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
   int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
   int max_completion_tokens = 0; // --max-completion-tokens: largest max_tokens (0 = the context end)
+  size_t max_grammar_states = 50000;  // --max-grammar-states: size of a compiled structured-output grammar
 };
 
 /// 400 when `body` nests JSON arrays/objects deeper than `max_depth` (a linear scan that
@@ -32,6 +33,11 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
 /// The max_tokens a request runs with: its own, or limits.max_completion_tokens (when set)
 /// for a request that gave none (which would otherwise run to the context end).
 int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits);
+/// 400 (param: the constraint's field, e.g. response_format or tools) when the request's
+/// grammar compiles to more than limits.max_grammar_states states: the grammar positions
+/// of its expanded rules (grammar::Grammar::elems; a repetition {m,n} counts n times), the
+/// automaton states the matcher may memoise, and their masks, grow with it.
+std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits);
 
 /// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code
 /// "context_length_exceeded", param prompt/messages.

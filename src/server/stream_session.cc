@@ -52,7 +52,9 @@ std::string StreamSession::closing() {
   return out;
 }
 
-void StreamSession::enable_tool_calls() { tool_filters_.assign(static_cast<size_t>(streams_->size()), {}); }
+void StreamSession::enable_tool_calls(ToolSyntax syntax) {
+  tool_filters_.assign(static_cast<size_t>(streams_->size()), ToolCallStreamFilter(syntax));
+}
 
 std::string StreamSession::render_with_tools(int choice, const engine::StreamDelta& d) {
   std::string out;

@@ -30,10 +30,11 @@ class StreamSession {
   /// response (client gone or server stopping); the engine requests are then aborted.
   bool pump(httplib::DataSink& sink);
 
-  /// Chat with tools: a choice's output that is tool calls is sent as one tool_calls
-  /// delta (complete arguments) when it ends, with finish_reason "tool_calls"; other
-  /// text streams as content (logprobs are not sent in this mode).
-  void enable_tool_calls();
+  /// Chat with tools: a choice's output that is tool calls (in `syntax`) is sent as one
+  /// tool_calls delta when it ends, with finish_reason "tool_calls" (or "length" with the
+  /// cut call's arguments as written, as parse_tool_output reads them); other text
+  /// streams as content (logprobs are not sent in this mode).
+  void enable_tool_calls(ToolSyntax syntax = ToolSyntax::kWrapper);
 
   /// The SSE text for one delta of choice `choice` (exposed for tests).
   std::string render(int choice, const engine::StreamDelta& delta);

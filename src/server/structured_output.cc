@@ -98,7 +98,7 @@ std::optional<ApiError> response_format(const json& rf, std::string& out, bool& 
 
 }  // namespace
 
-std::optional<ApiError> parse_structured_output(const json& obj, engine::SamplingParams& params) {
+std::optional<ApiError> parse_structured_output(const json& obj, engine::SamplingParams& params, std::string* field) {
   std::string gbnf;
   std::vector<std::string> given;  // the constraint fields present, for the "only one" check
   auto one = [&](const std::string& name, std::optional<ApiError> e) -> std::optional<ApiError> {
@@ -157,6 +157,7 @@ std::optional<ApiError> parse_structured_output(const json& obj, engine::Samplin
   auto g = grammar::parse_gbnf(gbnf);
   if (!g.ok()) return invalid(given[0], "invalid grammar: " + g.error() + ".");
   params.grammar = std::move(gbnf);
+  if (field) *field = given[0];
   return std::nullopt;
 }
 

@@ -19,7 +19,9 @@
 namespace pdserve::server {
 
 /// Reads the fields above from request object `obj`; on success sets `params.grammar`
-/// (left empty when none is given or response_format is text).
-std::optional<ApiError> parse_structured_output(const json& obj, engine::SamplingParams& params);
+/// (left empty when none is given or response_format is text) and `*field` (optional)
+/// to the request field it came from.
+std::optional<ApiError> parse_structured_output(const json& obj, engine::SamplingParams& params,
+                                                std::string* field = nullptr);
 
 }  // namespace pdserve::server

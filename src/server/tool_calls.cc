@@ -3,6 +3,8 @@
 #include "grammar/json_schema_to_gbnf.h"
 #include "grammar/regex_to_gbnf.h"
 
+#include <cstdio>
+
 namespace pdserve::server {
 
 namespace {
@@ -84,28 +86,39 @@ std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out) {
 }
 
 std::string tools_grammar(const ToolConfig& t) {
+  const ToolSyntaxForm& f = tool_syntax_form(t.syntax);
   std::string rules, call_alts;
   for (size_t i = 0; i < t.tools.size(); ++i) {
-    const json& f = t.tools[i]["function"];
-    if (t.choice == "named" && f["name"] != t.named) continue;
+    const json& fn = t.tools[i]["function"];
+    if (t.choice == "named" && fn["name"] != t.named) continue;
     const std::string args = "tool" + std::to_string(i) + "-args";
-    rules += *grammar::json_schema_rules(f["parameters"], args);  // validated by parse_tools
-    const std::string head = std::string(kOpen) + "{\"name\": \"" + f["name"].get<std::string>() + "\", \"arguments\": ";
-    call_alts += (call_alts.empty() ? "" : " | ") + gbnf_lit(head) + " " + args + " " + gbnf_lit("}" + std::string(kClose));
+    rules += *grammar::json_schema_rules(fn["parameters"], args);  // validated by parse_tools
+    const std::string head = f.call_open + fn["name"].get<std::string>() + f.name_close;
+    call_alts += (call_alts.empty() ? "" : " | ") + gbnf_lit(head) + " " + args + " " + gbnf_lit(f.call_close);
   }
-  std::string g = "calls ::= call" + std::string(t.parallel ? " (\"\\n\" call)*" : "") + "\ncall ::= " + call_alts + "\n";
-  if (t.choice == "auto") g = "root ::= calls | [^<] .*\n" + g;
+  std::string calls = "calls ::= ";
+  if (!f.prefix.empty()) calls += gbnf_lit(f.prefix) + " ";
+  calls += "call";
+  if (t.parallel && f.parallel) calls += " (" + gbnf_lit(f.separator) + " call)*";
+  if (!f.suffix.empty()) calls += " " + gbnf_lit(f.suffix);
+  std::string g = calls + "\ncall ::= " + call_alts + "\n";
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%02X", static_cast<unsigned char>(f.trigger()));
+  if (t.choice == "auto") g = "root ::= calls | [^\\x" + std::string(hex) + "] .*\n" + g;
   else g = "root ::= calls\n" + g;
   return g + rules + grammar::json_primitives_gbnf();
+}
+
+std::string tool_syntax_instructions() {
+  return "For each function call, return a json object with function name and arguments within "
+         "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
 }
 
 std::string tools_system_prompt(const ToolConfig& t) {
   std::string s = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
   for (const auto& tool : t.tools) s += "\n" + dump_json(tool);
-  s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
-  return s;
+  return s + "\n</tools>\n\n" + tool_syntax_instructions();
 }
 
 std::optional<ApiError> render_tool_message(const json& m, const std::string& param, std::string& role, std::string& content) {
@@ -139,29 +152,107 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
   return std::nullopt;
 }
 
-ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix) {
-  ParsedToolOutput out;
-  size_t first = text.find(kOpen);
-  const std::string before = text.substr(0, first);
-  if (first == std::string::npos || !before.empty()) out.content = text.substr(0, first);
-  size_t pos = first;
-  while (pos != std::string::npos) {
-    const size_t body = pos + std::string(kOpen).size();
-    const size_t end = text.find(kClose, body);
-    if (end == std::string::npos) break;
-    try {
-      json call = json::parse(text.substr(body, end - body));
-      if (call.is_object() && call.contains("name") && call["name"].is_string()) {
-        const json args = call.contains("arguments") ? call["arguments"] : json::object();
-        out.calls.push_back({{"id", id_prefix + "_" + std::to_string(out.calls.size())},
-                             {"type", "function"},
-                             {"function", {{"name", call["name"]}, {"arguments", dump_json(args)}}}});
-      }
-    } catch (const json::exception&) {
-    }
-    pos = text.find(kOpen, end);
+namespace {
+
+/// The index after the JSON value starting at `pos` (objects, arrays and strings by their
+/// brackets and quotes; other values up to a delimiter), or npos when `s` ends first.
+size_t json_value_end(const std::string& s, size_t pos) {
+  if (pos >= s.size()) return std::string::npos;
+  if (s[pos] != '{' && s[pos] != '[' && s[pos] != '"') {
+    const size_t e = s.find_first_of(",}] \t\r\n", pos);
+    return e == pos ? pos + 1 : e;
   }
-  if (out.calls.empty()) out.content = text;
+  int depth = 0;
+  bool in_str = false;
+  for (size_t i = pos; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_str) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_str = false;
+      if (!in_str && depth == 0) return i + 1;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') ++depth;
+    else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+  }
+  return std::string::npos;
+}
+
+size_t skip_ws(const std::string& s, size_t pos) {
+  while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\t' || s[pos] == '\r')) ++pos;
+  return pos;
+}
+
+/// A call cut by the end of the output: its name (when complete) and its arguments text
+/// as far as it was written. False when the name is incomplete.
+bool partial_call(const std::string& s, const std::string& args_key, std::string& name, std::string& args) {
+  size_t p = s.find("\"name\"");
+  if (p == std::string::npos) return false;
+  p = skip_ws(s, p + 6);
+  if (p >= s.size() || s[p] != ':') return false;
+  p = skip_ws(s, p + 1);
+  const size_t e = json_value_end(s, p);
+  if (p >= s.size() || s[p] != '"' || e == std::string::npos) return false;
+  try {
+    name = json::parse(s.substr(p, e - p)).get<std::string>();
+  } catch (const json::exception&) {
+    return false;
+  }
+  args.clear();
+  p = s.find("\"" + args_key + "\"", e);
+  if (p == std::string::npos) return true;
+  p = skip_ws(s, p + args_key.size() + 2);
+  if (p < s.size() && s[p] == ':') args = s.substr(skip_ws(s, p + 1));
+  return true;
+}
+
+}  // namespace
+
+ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix, ToolSyntax syntax) {
+  const ToolSyntaxForm& f = tool_syntax_form(syntax);
+  ParsedToolOutput out;
+  if (text.empty() || text[0] != f.trigger()) {
+    out.content = text;
+    return out;
+  }
+  auto eat = [&](size_t& pos, const std::string& lit) {
+    if (text.compare(pos, lit.size(), lit) != 0) return false;
+    pos += lit.size();
+    return true;
+  };
+  auto push = [&](const json& name, std::string args) {
+    out.calls.push_back({{"id", id_prefix + "_" + std::to_string(out.calls.size())},
+                         {"type", "function"},
+                         {"function", {{"name", name}, {"arguments", std::move(args)}}}});
+  };
+  size_t pos = 0;
+  if (f.array && (!eat(pos, f.open_tag) || !eat(pos = skip_ws(text, pos), "["))) return out;
+  for (;;) {
+    pos = skip_ws(text, pos);
+    if (!f.array && !f.open_tag.empty() && !eat(pos, f.open_tag)) break;
+    pos = skip_ws(text, pos);
+    if (pos >= text.size() || text[pos] != '{') break;
+    const size_t end = json_value_end(text, pos);
+    if (end == std::string::npos) {  // cut by max_tokens
+      std::string name, args;
+      if (partial_call(text.substr(pos), f.args_key, name, args)) push(name, std::move(args));
+      break;
+    }
+    json call;
+    try {
+      call = json::parse(text.substr(pos, end - pos));
+    } catch (const json::exception&) {
+      break;
+    }
+    if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) break;
+    const json* args = call.contains(f.args_key) ? &call[f.args_key] : nullptr;
+    if (!args && call.contains("arguments")) args = &call["arguments"];
+    push(call["name"], args ? (args->is_string() ? args->get<std::string>() : dump_json(*args)) : "{}");
+    pos = skip_ws(text, end);
+    if (!f.close_tag.empty() && !eat(pos, f.close_tag)) break;
+    if (f.array && !eat(pos = skip_ws(text, pos), ",")) break;
+  }
   return out;
 }
 
@@ -170,13 +261,14 @@ std::string tool_call_id_prefix(const std::string& response_id, int index) {
   return "call_" + (dash == std::string::npos ? response_id : response_id.substr(dash + 1)) + "_" + std::to_string(index);
 }
 
-void apply_tool_calls(json& body) {
+void apply_tool_calls(json& body, ToolSyntax syntax) {
   for (json& c : body["choices"]) {
     json& msg = c["message"];
     if (!msg["content"].is_string()) continue;
-    ParsedToolOutput p = parse_tool_output(msg["content"].get<std::string>(), tool_call_id_prefix(body["id"], c["index"]));
-    if (p.calls.empty()) continue;
-    msg["content"] = p.content ? json(*p.content) : json(nullptr);
+    ParsedToolOutput p = parse_tool_output(msg["content"].get<std::string>(), tool_call_id_prefix(body["id"], c["index"]), syntax);
+    if (p.content) continue;  // plain text
+    msg["content"] = nullptr;
+    if (p.calls.empty()) continue;  // cut before a call's name was complete
     msg["tool_calls"] = std::move(p.calls);
     if (c["finish_reason"] == "stop") c["finish_reason"] = "tool_calls";
   }
@@ -185,7 +277,7 @@ void apply_tool_calls(json& body) {
 std::string ToolCallStreamFilter::push(const std::string& text) {
   if (mode_ == 1) return text;
   held_ += text;
-  if (mode_ == 0 && !held_.empty()) mode_ = held_[0] == '<' ? 2 : 1;
+  if (mode_ == 0 && !held_.empty()) mode_ = held_[0] == tool_syntax_form(syntax_).trigger() ? 2 : 1;
   if (mode_ != 1) return {};
   std::string out;
   out.swap(held_);
@@ -193,7 +285,7 @@ std::string ToolCallStreamFilter::push(const std::string& text) {
 }
 
 ParsedToolOutput ToolCallStreamFilter::finish(const std::string& id_prefix) {
-  ParsedToolOutput p = parse_tool_output(held_, id_prefix);
+  ParsedToolOutput p = parse_tool_output(held_, id_prefix, syntax_);
   held_.clear();
   return p;
 }

@@ -37,7 +37,7 @@ bool parse_utc_date(const std::string& ymd, std::time_t* out) {
 }
 
 JinjaChatTemplate::JinjaChatTemplate(const std::string& source, std::string bos, std::string eos)
-    : tmpl_(std::make_unique<jinja::Template>(source)), bos_(std::move(bos)), eos_(std::move(eos)) {
+    : tmpl_(std::make_unique<jinja::Template>(source)), bos_(std::move(bos)), eos_(std::move(eos)), source_(source) {
   // The probes of llama.cpp's chat template capability detection (minja's chat_template).
   const ordered_json user = {{"role", "user"}, {"content", "Hey"}};
   const std::string sys_needle = "<System Needle>";

@@ -37,6 +37,8 @@ class JinjaChatTemplate {
   ~JinjaChatTemplate();
 
   const ChatTemplateCaps& caps() const { return caps_; }
+  /// The template text as given.
+  const std::string& source() const { return source_; }
 
   /// Renders OpenAI-style `messages` (array of {role, content, tool_calls?, ...}) with
   /// `tools` (array, or null for none). `now` is the date strftime_now and date_string
@@ -63,6 +65,7 @@ class JinjaChatTemplate {
 
   std::unique_ptr<jinja::Template> tmpl_;
   std::string bos_, eos_;
+  std::string source_;
   ChatTemplateCaps caps_;
 };
 

@@ -1,8 +1,9 @@
 // Structured output through the official OpenAI Node.js client, on random-weight models
 // (garbage when unconstrained): 200 generated JSON schemas (nested objects, arrays with
 // min/maxItems, enums, const, anyOf, $ref/$defs) × greedy and seeded sampling; every
-// finish_reason "stop" output parses and validates with ajv; streamed == non-streamed,
-// batched (concurrent) == alone, PD (router ▸ decode ▸ prefill) == monolithic; regex,
+// finish_reason "stop" output parses and validates with ajv; streamed == non-streamed and
+// PD (router ▸ decode ▸ prefill) == monolithic on all 400 cases (each set sent 16 at a
+// time), batched (concurrent) == alone on every tenth; regex,
 // choice and GBNF likewise; chat.completions.parse with a JSON schema and a zod schema;
 // a refused schema ⇒ 400 naming the field.
 // Run by ctest (`node --test tests/clients`) from the repo root; PDSERVE_BIN names the binary.
@@ -167,18 +168,24 @@ test('200 generated JSON schemas: outputs validate; batched == alone, streamed =
   let stops = 0;
   cases.forEach((c, k) => { stops += checkValid(c.schema, batched[k], `schema ${c.i} sampled=${c.sampled}`); });
   assert.ok(stops > 200, `only ${stops} of ${cases.length} outputs finished with stop`);
-  // Alone, streamed and through PD, on a subset (each a full rerun).
+  // Streamed and through PD, every case (each set concurrently, so the batches differ
+  // from the first run's); alone (one request at a time) on every tenth case.
+  const params = (c) => chatParams(c.schema, c.i, c.sampled, 'synth-qwen2-small-q8_0');
+  const [streamedAll, pdAll] = await Promise.all([
+    pool(cases, 16, (c) => streamed(qwen, params(c))),
+    pool(cases, 16, (c) => pd.chat.completions.create(params(c))),
+  ]);
+  cases.forEach((c, k) => {
+    const b = batched[k].choices[0];
+    assert.equal(streamedAll[k].text, b.message.content, `streamed vs not, case ${k}`);
+    assert.equal(streamedAll[k].finish, b.finish_reason, `streamed vs not, case ${k}`);
+    assert.equal(pdAll[k].choices[0].message.content, b.message.content, `PD vs monolithic, case ${k}`);
+    assert.equal(pdAll[k].choices[0].finish_reason, b.finish_reason, `PD vs monolithic, case ${k}`);
+  });
   for (let k = 0; k < cases.length; k += 10) {
-    const c = cases[k];
-    const p = chatParams(c.schema, c.i, c.sampled, 'synth-qwen2-small-q8_0');
-    const alone = await qwen.chat.completions.create(p);
+    const alone = await qwen.chat.completions.create(params(cases[k]));
     assert.equal(alone.choices[0].message.content, batched[k].choices[0].message.content, `alone vs batched, case ${k}`);
-    const s = await streamed(qwen, p);
-    assert.equal(s.text, alone.choices[0].message.content, `streamed vs not, case ${k}`);
-    assert.equal(s.finish, alone.choices[0].finish_reason);
-    const viaPd = await pd.chat.completions.create(p);
-    assert.equal(viaPd.choices[0].message.content, alone.choices[0].message.content, `PD vs monolithic, case ${k}`);
-    assert.equal(viaPd.choices[0].finish_reason, alone.choices[0].finish_reason);
+    assert.equal(alone.choices[0].finish_reason, batched[k].choices[0].finish_reason, `alone vs batched, case ${k}`);
   }
 });
 

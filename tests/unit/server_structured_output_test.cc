@@ -5,6 +5,7 @@
 
 #include "grammar/matcher.h"
 #include "server/openai_protocol.h"
+#include "server/request_limits.h"
 
 using namespace pdserve;
 using server::json;
@@ -117,13 +118,23 @@ TEST(ToolCallsTest, OutputParsesIntoCallsAndConversationRendersBack) {
   EXPECT_EQ(p.calls[0]["function"]["name"], "f");
   EXPECT_EQ(json::parse(p.calls[0]["function"]["arguments"].get<std::string>()), json::parse(R"({"a":[1,"x"]})"));
   EXPECT_EQ(p.calls[1]["function"]["name"], "g");
-  // Plain text and a call cut by max_tokens stay content.
+  // Plain text stays content; a call cut by max_tokens is the call begun so far (its
+  // arguments as written) and none of the call syntax becomes content (issue #17: it
+  // used to come back as raw <tool_call> text).
   auto t = server::parse_tool_output("hello", "c");
   EXPECT_EQ(t.content.value_or(""), "hello");
   EXPECT_TRUE(t.calls.empty());
   auto cut = server::parse_tool_output("<tool_call>\n{\"name\": \"f\", \"argu", "c");
-  EXPECT_TRUE(cut.calls.empty());
-  EXPECT_EQ(cut.content.value_or(""), "<tool_call>\n{\"name\": \"f\", \"argu");
+  ASSERT_EQ(cut.calls.size(), 1u);
+  EXPECT_EQ(cut.calls[0]["function"]["name"], "f");
+  EXPECT_EQ(cut.calls[0]["function"]["arguments"], "");
+  EXPECT_FALSE(cut.content.has_value());
+  auto cut_args = server::parse_tool_output("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1", "c");
+  ASSERT_EQ(cut_args.calls.size(), 1u);
+  EXPECT_EQ(cut_args.calls[0]["function"]["arguments"], "{\"a\": [1");
+  auto cut_name = server::parse_tool_output("<tool_call>\n{\"na", "c");
+  EXPECT_TRUE(cut_name.calls.empty());
+  EXPECT_FALSE(cut_name.content.has_value());
 
   // The rendered assistant turn is what the grammar lets the model write: parsing it
   // gives the same calls back.
@@ -173,3 +184,4 @@ TEST(ToolCallsTest, GrammarAllowsExactlyTheDeclaredCalls) {
   EXPECT_TRUE(none.request.params.grammar.empty());
   EXPECT_EQ(none.request.messages[0].role, "user");
 }
+
