@@ -35,8 +35,8 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
 int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits);
 /// 400 (param: the constraint's field, e.g. response_format or tools) when the request's
 /// grammar compiles to more than limits.max_grammar_states states: the grammar positions
-/// of its expanded rules (grammar::Grammar::elems; a repetition {m,n} counts n times), the
-/// automaton states the matcher may memoise, and their masks, grow with it.
+/// of its rules (grammar::Grammar::elems). A rule referenced many times counts once, so a
+/// nested repetition (`([a-z]{100}){100}`) is not bounded by this yet (issue #17).
 std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits);
 
 /// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code
