@@ -26,6 +26,11 @@ void add_profile_command(CLI::App& app, ProfileArgs& a) {
   cmd->add_option("--contexts", a.opts.contexts, "decode context lengths (tokens)")->delimiter(',');
   cmd->add_option("--transfer-bytes", a.opts.transfer_bytes, "KV transfer sizes (bytes)")->delimiter(',');
   cmd->add_option("--repeats", a.opts.repeats, "runs per point (the median is kept)")->default_val(3)->check(CLI::Range(1, 100));
+  cmd->add_option("--frontend-requests", a.opts.frontend_requests,
+                  "streamed requests through an in-process HTTP server measuring the per-request cost outside the engine "
+                  "(0: not measured)")
+      ->default_val(8)
+      ->check(CLI::Range(0, 10000));
   cmd->add_flag("--quick", a.quick, "a small grid (a few seconds; for tests)");
 }
 

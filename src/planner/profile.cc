@@ -194,6 +194,7 @@ Profile parse_profile(const std::string& text, const std::string& what) {
     p.transfer.push_back({std::size_t(get_number(tr[i], "bytes", path, what)), get_number(tr[i], "seconds", path, what)});
   }
   p.kv_bytes_per_token = get_number(j, "kv_bytes_per_token", "", what);
+  if (j.contains("frontend")) p.frontend_seconds = get_number(field(j, "frontend", "", what), "request_seconds", "frontend", what);
   return p;
 }
 
@@ -225,6 +226,7 @@ std::string profile_to_json(const Profile& p) {
   j["transfer"] = json::array();
   for (const auto& x : p.transfer) j["transfer"].push_back({{"bytes", x.bytes}, {"seconds", x.seconds}});
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["frontend"] = {{"request_seconds", p.frontend_seconds}};
   return j.dump(1) + "\n";
 }
 

@@ -13,7 +13,8 @@
 //    "prefill":[{"chunk_tokens":c,"cached_tokens":p,"seconds":s},...],
 //    "decode":[{"batch":b,"context":n,"step_seconds":s},...],
 //    "transfer":[{"bytes":x,"seconds":s},...],
-//    "kv_bytes_per_token":k}
+//    "kv_bytes_per_token":k,
+//    "frontend":{"request_seconds":f} (optional: 0 when absent)}
 #pragma once
 
 #include <cstddef>
@@ -69,6 +70,9 @@ struct Profile {
   std::vector<DecodePoint> decode;
   std::vector<TransferPoint> transfer;
   double kv_bytes_per_token = 0;  // K+V of one token, all layers
+  /// What a streamed request spends outside the engine (HTTP, tokenisation, SSE, the
+  /// client), added to the engine's TTFT by the simulator (planner/profile_frontend.h).
+  double frontend_seconds = 0;
 
   /// Forward time of one prefill chunk (bilinear over the (chunk_tokens, cached_tokens)
   /// grid; the grid need not be complete: each cached_tokens row is interpolated by

@@ -14,6 +14,8 @@
 //            worker sends them (disagg::encode_blocks, codec "none", CRC32C), serialised
 //            as protobuf, written through a loopback TCP socket, parsed and decoded
 //            (checksum verified) on the other side — the gRPC stream's work without gRPC.
+//   frontend what a streamed request costs outside the engine, through the real HTTP
+//            server and bench client (planner/profile_frontend.h).
 // Each point is the median of `repeats` runs.
 #pragma once
 
@@ -35,6 +37,10 @@ struct ProfileOptions {
   int decode_steps = 16;
   std::vector<size_t> transfer_bytes{16 << 10, 256 << 10, 4 << 20, 32 << 20};
   int repeats = 3;
+  /// Frontend measurement: requests (0 = not measured, frontend_seconds 0) of this many
+  /// prompt tokens.
+  int frontend_requests = 8;
+  int frontend_prompt_tokens = 64;
   /// Called with a one-line note per measured point (progress).
   std::function<void(const std::string&)> progress;
 };

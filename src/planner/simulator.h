@@ -10,7 +10,8 @@
 //     batch, see step_seconds); generated tokens are placeholders; a remote prefill goes
 //     to the prefill instances in turn (as disagg::GrpcKvSource does) and its KV
 //     arrives transfer_seconds(uncached prompt bytes) after the prefill step ends;
-//     HTTP, tokenisation and the router's own latency are not modelled.
+//     HTTP, tokenisation and SSE are one measured delay per request (the profile's
+//     frontend_seconds, before the engine sees it); the router's own hop is not modelled.
 // The decode side follows engine::EngineImpl: a prompt whose uncached part is longer
 // than remote_prefill_threshold (and prefill instances exist) is prefilled remotely,
 // the decode instance holding its blocks meanwhile; the first token comes from the

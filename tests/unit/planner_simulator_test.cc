@@ -74,6 +74,21 @@ TEST_F(PlannerSimulator, OneRequestAloneTakesThePrefillThenOneStepPerToken) {
   EXPECT_NEAR(*m.tpot_s, 0.002, 1e-9);
 }
 
+// The profile's frontend time (HTTP, tokenisation, SSE) delays the request before the
+// engine: TTFT and E2E grow by it, TPOT does not change.
+TEST_F(PlannerSimulator, FrontendTimeIsAddedBeforeTheEngine) {
+  SimConfig cfg;
+  cfg.colocated = 1;
+  prof_.frontend_seconds = 0.004;
+  SimResult r = run(cfg, {req(0.5, 0, 50, 5)});
+  const auto& rec = r.records[0];
+  ASSERT_TRUE(rec.ok);
+  EXPECT_NEAR(rec.send_s, 0.5, 1e-12);  // the client's send time
+  EXPECT_NEAR(ttft(rec), 0.004 + 0.050, 1e-9);
+  EXPECT_NEAR(e2e(rec), 0.004 + 0.050 + 4 * 0.002, 1e-9);
+  EXPECT_NEAR(*loadgen::request_metrics(rec, 50).tpot_s, 0.002, 1e-9);
+}
+
 TEST_F(PlannerSimulator, TwoRequestsQueueBehindOneSeat) {
   SimConfig cfg;
   cfg.colocated = 1;
