@@ -50,22 +50,32 @@ double measure_frontend_seconds(engine::Engine& e, int prompt_tokens, int reques
   co.url = "http://127.0.0.1:" + std::to_string(port) + "/v1/completions";
   co.max_concurrency = 1;
   co.request_timeout_s = 120;
-  const engine::MetricsSnapshot before = e.metrics();
-  const std::vector<loadgen::RequestRecord> recs = loadgen::run_requests(specs, co);
-  const engine::MetricsSnapshot after = e.metrics();
+  // One request at a time, the engine's TTFT read around each: the median difference
+  // (a hiccup of the machine moves a mean, not the median).
+  std::vector<double> diffs;
+  std::string failure;
+  for (const loadgen::RequestSpec& spec : specs) {
+    const engine::MetricsSnapshot before = e.metrics();
+    const std::vector<loadgen::RequestRecord> recs = loadgen::run_requests({spec}, co);
+    const engine::MetricsSnapshot after = e.metrics();
+    const loadgen::RequestRecord& r = recs.at(0);
+    if (!r.ok || r.first_token_s < 0) {
+      failure = "a frontend measurement request failed: " + r.error;
+      break;
+    }
+    if (after.ttft.count != before.ttft.count + 1) {
+      failure = "the engine did not record the frontend measurement request's TTFT";
+      break;
+    }
+    diffs.push_back((r.first_token_s - r.send_s) - (after.ttft.sum - before.ttft.sum));
+  }
   srv.stop();
   serving.join();
-
-  double client = 0;
-  for (const auto& r : recs) {
-    if (!r.ok || r.first_token_s < 0) throw std::runtime_error("profile: a frontend measurement request failed: " + r.error);
-    client += r.first_token_s - r.send_s;
-  }
-  client /= static_cast<double>(recs.size());
-  const uint64_t n = after.ttft.count - before.ttft.count;
-  if (n == 0) throw std::runtime_error("profile: the engine recorded no TTFT for the frontend measurement");
-  const double engine_ttft = (after.ttft.sum - before.ttft.sum) / static_cast<double>(n);
-  return std::max(0.0, client - engine_ttft);
+  if (!failure.empty()) throw std::runtime_error("profile: " + failure);
+  std::sort(diffs.begin(), diffs.end());
+  const size_t n = diffs.size();
+  const double mid = n % 2 ? diffs[n / 2] : (diffs[n / 2 - 1] + diffs[n / 2]) / 2;
+  return std::max(0.0, mid);
 }
 
 }  // namespace pdserve::planner
