@@ -52,14 +52,16 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
         return {};
       });
   // Speculative decoding (engine/spec_proposer.h): outputs stay those of plain decoding.
-  add_choice_option(cmd, "--speculative", cfg.spec.method, spec_choices(),
+  CLI::Option* spec = add_choice_option(cmd, "--speculative", cfg.spec.method, spec_choices(),
                     "speculative decoding proposer: off, ngram (prompt lookup), layerskip (--draft-layers) or draft (--draft-model)", "off");
-  cmd.add_option("--spec-k", cfg.spec.k, "most tokens proposed per sequence and step")->default_val(4)->check(CLI::Range(1, 64));
-  cmd.add_flag("--no-spec-adaptive{false}", cfg.spec.adaptive, "keep k fixed (no backoff when proposals are rejected)");
-  cmd.add_option("--spec-ngram-min", cfg.spec.ngram_min, "ngram: shortest suffix matched")->default_val(1)->check(CLI::Range(1, 1 << 20));
-  cmd.add_option("--spec-ngram-max", cfg.spec.ngram_max, "ngram: longest suffix matched")->default_val(4)->check(CLI::Range(1, 1 << 20));
-  cmd.add_option("--draft-layers", cfg.spec.draft_layers, "layerskip: layers of the model that propose");
-  cmd.add_option("--draft-model", cfg.spec.draft_model, "draft: GGUF of the proposing model (same vocabulary)");
+  // The proposer's knobs without a proposer are a usage error ("--spec-k requires --speculative"),
+  // not silently ignored.
+  cmd.add_option("--spec-k", cfg.spec.k, "most tokens proposed per sequence and step")->default_val(4)->check(CLI::Range(1, 64))->needs(spec);
+  cmd.add_flag("--no-spec-adaptive{false}", cfg.spec.adaptive, "keep k fixed (no backoff when proposals are rejected)")->needs(spec);
+  cmd.add_option("--spec-ngram-min", cfg.spec.ngram_min, "ngram: shortest suffix matched")->default_val(1)->check(CLI::Range(1, 1 << 20))->needs(spec);
+  cmd.add_option("--spec-ngram-max", cfg.spec.ngram_max, "ngram: longest suffix matched")->default_val(4)->check(CLI::Range(1, 1 << 20))->needs(spec);
+  cmd.add_option("--draft-layers", cfg.spec.draft_layers, "layerskip: layers of the model that propose")->needs(spec);
+  cmd.add_option("--draft-model", cfg.spec.draft_model, "draft: GGUF of the proposing model (same vocabulary)")->needs(spec);
   // KV store tiers below the pool (kv/kv_tiers.h).
   auto* dir = cmd.add_option("--kv-offload-dir", cfg.kv_tiers.offload_dir,
                              "disk tier: keep prompt KV blocks in this directory (shared by restarts)");

@@ -139,6 +139,9 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
     std::string args, expect;
   } cases[] = {
       {"serve" + model + " --spec-k 0", "error: --spec-k: "},
+      // A proposer's knob without a proposer is not silently ignored.
+      {"serve" + model + " --spec-k 3", "error: --spec-k requires --speculative"},
+      {"serve" + model + " --draft-layers 2", "error: --draft-layers requires --speculative"},
       {"serve" + model + " --no-such-flag", "error: The following argument was not expected: --no-such-flag"},
       {"serve", "error: --model is required"},
       {"decode" + model, "error: --port is required"},
