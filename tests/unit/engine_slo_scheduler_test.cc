@@ -148,8 +148,8 @@ TEST_F(SloSchedulerTest, PrefillChunkFitsTheTightestRunningTpot) {
   EXPECT_TRUE(in(plan, d));
   EXPECT_EQ(tokens_of(plan, big), 20 - 1) << "20 tokens per step, one of them the decode";
   // Without a TPOT target running, the chunk is the budget again.
-  sched_->finish(d);
   run(plan);
+  sched_->finish(d);  // after run(): finish() frees d, which the plan points to
   EXPECT_EQ(tokens_of(sched_->schedule(), big), 400 - 19);
 }
 
