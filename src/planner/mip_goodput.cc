@@ -189,7 +189,9 @@ Result<PlanResult> solve_plan(const PlanInput& in) {
   for (auto [j, v] : goodput) G += m.value(j);
   // Stage 2: fewest instances at that goodput, keeping the cache holders.
   m.row(goodput, GLP_LO, G * (1 - 1e-9) - 1e-9, 0);
-  std::vector<std::pair<int, double>> stage2{{nP, 1}, {nD, 1}};
+  // Ties on instances: the fewest prefill instances (¼ at most over all of them, so with
+  // the keep term below ¾ this never buys an instance).
+  std::vector<std::pair<int, double>> stage2{{nP, 1 + 0.25 / std::max(1.0, N)}, {nD, 1}};
   for (auto [j, v] : keep_obj) stage2.push_back({j, -v});
   m.objective(GLP_MIN, stage2);
   if (!m.solve()) return Status::Internal("planner: GLPK found no solution (stage 2: instances)");

@@ -43,10 +43,13 @@
 //   (a mode that cannot meet the class's TTFT or TPOT even idle has y fixed at 0)
 // Objective, lexicographic (two solves):
 //   1. max G = Σ_c (g_cR + g_cL)                  SLO goodput
-//   2. min nP + nD − ½ Σ_i w_i k_i  s.t. Σ g ≥ G·(1 − 1e−9)
-//      (fewest instances; among those, keep the current instances holding the most
-//      prefix cache: w_i = (cached_i + 1) / Σ_j (cached_j + 1), so Σ w ≤ 1 never buys an
-//      instance)
+//   2. min nP + nD + (¼/N)·nP − ½ Σ_i w_i k_i  s.t. Σ g ≥ G·(1 − 1e−9)
+//      (fewest instances; among those, the fewest prefill instances — resource pooling:
+//      a colocated instance's idle time absorbs a burst of either phase, a split pool
+//      strands it in one, so at equal goodput and size the less disaggregated plan has
+//      the slack where the burst lands; then keep the current instances holding the most
+//      prefix cache: w_i = (cached_i + 1) / Σ_j (cached_j + 1); the fractional terms sum
+//      below ¾, so they never buy an instance)
 #pragma once
 
 #include "base/status.h"
