@@ -157,9 +157,9 @@ int run_planner(const PlannerArgs& a) {
       ec.model_path = a.model;
       planner::check_profile_matches(profile, planner::describe_model(ec));
     }
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // a bad file, not a bad flag: exit 1, as `pdserve simulate`
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return 1;
   }
   if (a.router.rfind("http://", 0) != 0) {
     std::fprintf(stderr, "error: --router must be http://HOST:PORT, got '%s'\n", a.router.c_str());

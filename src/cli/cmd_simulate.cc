@@ -33,9 +33,9 @@ void add_simulate_command(CLI::App& app, SimulateArgs& a) {
   CLI::Option* trace = cmd->add_option("--trace", a.trace, "replay a trace: FORMAT FILE, FORMAT = mooncake | azure")->expected(2);
   cmd->add_option("--time-scale", c.scaling.time_scale, "multiply trace arrival times by this")->default_val(1.0)->check(kFinite & CLI::PositiveNumber);
   cmd->add_option("--length-scale", c.scaling.length_scale, "multiply trace input/output lengths by this")->default_val(1.0)->check(kFinite & CLI::PositiveNumber);
-  cmd->add_option("--max-input", c.scaling.max_input, "cap on prompt tokens, BOS included (0 = none)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-output", c.scaling.max_output, "cap on output tokens (0 = none)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-requests", c.scaling.max_requests, "replay at most N requests")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-input", c.scaling.max_input, "cap on prompt tokens, BOS included (0 = none)")->check(kCount);
+  cmd->add_option("--max-output", c.scaling.max_output, "cap on output tokens (0 = none)")->check(kCount);
+  cmd->add_option("--max-requests", c.scaling.max_requests, "replay at most N requests")->check(kCount);
   cmd->add_option("--duration", c.scaling.duration_s, "seconds: only requests arriving before it")->check(kFinite & CLI::NonNegativeNumber);
   cmd->add_option("--rate", c.rate, "synthetic: Poisson arrivals at R requests/s (0 = all at once)")->check(kFinite & CLI::NonNegativeNumber)->excludes(trace);
   cmd->add_option("--input-len", c.input_len, "synthetic prompt tokens: N | uniform:LO:HI | normal:MEAN:STD | exp:MEAN")->default_val("128");
@@ -45,14 +45,14 @@ void add_simulate_command(CLI::App& app, SimulateArgs& a) {
   cmd->add_option("--slo-tpot", c.slo.tpot_ms, "goodput SLO: time per output token, ms")->check(kFinite & CLI::NonNegativeNumber);
   cmd->add_option("--json", a.json_out, "write the JSON report (bench's format) here");
   // Instances.
-  CLI::Option* pre = cmd->add_option("--prefill", s.prefill, "prefill instances")->default_val(0)->check(CLI::NonNegativeNumber);
-  CLI::Option* dec = cmd->add_option("--decode", s.decode, "decode instances")->default_val(0)->check(CLI::NonNegativeNumber);
-  CLI::Option* col = cmd->add_option("--colocated", s.colocated, "colocated (serve) instances, instead of --prefill/--decode")->default_val(0)->check(CLI::NonNegativeNumber);
+  CLI::Option* pre = cmd->add_option("--prefill", s.prefill, "prefill instances")->default_val(0)->check(kCount);
+  CLI::Option* dec = cmd->add_option("--decode", s.decode, "decode instances")->default_val(0)->check(kCount);
+  CLI::Option* col = cmd->add_option("--colocated", s.colocated, "colocated (serve) instances, instead of --prefill/--decode")->default_val(0)->check(kCount);
   // The planner chooses the instances (planner/sim_planner.h).
   CLI::Option* plan = cmd->add_option("--plan", a.plan_budget,
                                       "let the planner (GLPK MIP) choose the fleet within BUDGET instances for this workload's rate, "
                                       "lengths and the --slo-* targets, then simulate it")
-                          ->check(CLI::PositiveNumber)->excludes(pre)->excludes(dec)->excludes(col);
+                          ->check(kPositiveCount)->excludes(pre)->excludes(dec)->excludes(col);
   cmd->add_option("--replan-interval", a.replan_interval,
                   "with --plan: re-plan every S virtual seconds from the simulated router's counters (elastic fleet)")
       ->check(kFinite & CLI::PositiveNumber)->needs(plan);
@@ -151,7 +151,7 @@ int run_simulate(SimulateArgs& a) {
     return usage("infeasible budget: --plan " + std::to_string(a.plan_budget) + " cannot hold --min-prefill " +
                  std::to_string(a.min_prefill) + " + --min-decode " + std::to_string(a.min_decode) + " instances");
   planner::Profile profile;
-  try {  // (exit 1, as before: `pdserve planner` says 2 for the same file — kept for the tests that pin both)
+  try {  // a profile that cannot be read or parsed is a bad file, not a usage error: exit 1 (as `pdserve planner`)
     profile = planner::load_profile(a.profile);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());

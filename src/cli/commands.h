@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -26,6 +27,23 @@ inline const CLI::Validator kFinite(
       return {};
     },
     "FINITE");
+
+/// A count: a whole number >= `min` (e.g. instances, requests). CLI11's NonNegativeNumber
+/// on an int option says "Value abc not in range 0.000000 to 1797…" for a word.
+inline CLI::Validator count_at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& in) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(in.c_str(), &end, 10);
+        if (end == in.c_str() || *end != '\0' || errno == ERANGE) return "value " + in + " is not a whole number";
+        if (v < min) return "value " + in + " is below " + std::to_string(min);
+        return {};
+      },
+      min > 0 ? "COUNT>=1" : "COUNT");
+}
+inline const CLI::Validator kCount = count_at_least(0);
+inline const CLI::Validator kPositiveCount = count_at_least(1);
 
 /// Adds the engine flags shared by serve and generate (model, threads, KV cache, batching).
 void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg);

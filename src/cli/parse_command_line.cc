@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace pdserve::cli {
 
@@ -14,6 +15,12 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     std::string help = "pdserve --help";
     for (const CLI::App* sub : app.get_subcommands()) help = "pdserve " + sub->get_name() + " --help";
     std::string what = e.what();
+    // CLI11 checks required options before unknown arguments, so `simulate --bogus`
+    // would say "--profile is required": name the argument it did not expect instead.
+    if (dynamic_cast<const CLI::RequiredError*>(&e)) {
+      const std::vector<std::string> extra = app.remaining(true);
+      if (!extra.empty()) what = CLI::ExtrasError(extra).what();
+    }
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-')
       what = std::string("unknown command '") + argv[1] + "'";
     if (!what.empty() && what.back() == '\n') what.pop_back();

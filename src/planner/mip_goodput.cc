@@ -140,8 +140,8 @@ Result<PlanResult> solve_plan(const PlanInput& in) {
   for (size_t c = 0; c < C; ++c) {
     const ClassDemand& d = in.classes[c];
     const ClassCost& k = r.costs[c];
-    const bool remote_ok = k.batch_remote > 0 && k.cap_remote > 0;
-    const bool local_ok = k.batch_local > 0 && k.cap_local > 0;
+    const bool remote_ok = k.rate_remote > 0 && k.cap_remote > 0;
+    const bool local_ok = k.rate_local > 0;
     yR[c] = m.col(GLP_BV, 0, remote_ok ? 1 : 0);
     yL[c] = m.col(GLP_BV, 0, local_ok ? 1 : 0);
     gR[c] = m.col(GLP_CV, 0, d.rate);
@@ -156,9 +156,9 @@ Result<PlanResult> solve_plan(const PlanInput& in) {
     m.row({{yR[c], 1}, {nP, -1}}, GLP_UP, 0, 0);
     if (remote_ok) {
       prefill_row.push_back({gR[c], k.prefill_s / k.cap_remote});
-      decode_row.push_back({gR[c], k.decode_remote_s});
+      decode_row.push_back({gR[c], k.decode_remote_s()});
     }
-    if (local_ok) decode_row.push_back({gL[c], k.decode_local_s + k.prefill_s / k.cap_local});
+    if (local_ok) decode_row.push_back({gL[c], k.decode_local_s()});
     goodput.push_back({gR[c], 1});
     goodput.push_back({gL[c], 1});
     if (!remote_ok && !local_ok && d.rate > 0)
@@ -189,7 +189,9 @@ Result<PlanResult> solve_plan(const PlanInput& in) {
   for (auto [j, v] : goodput) G += m.value(j);
   // Stage 2: fewest instances at that goodput, keeping the cache holders.
   m.row(goodput, GLP_LO, G * (1 - 1e-9) - 1e-9, 0);
-  std::vector<std::pair<int, double>> stage2{{nP, 1}, {nD, 1}};
+  // Ties on instances: the fewest prefill instances (¼ at most over all of them, so with
+  // the keep term below ¾ this never buys an instance).
+  std::vector<std::pair<int, double>> stage2{{nP, 1 + 0.25 / std::max(1.0, N)}, {nD, 1}};
   for (auto [j, v] : keep_obj) stage2.push_back({j, -v});
   m.objective(GLP_MIN, stage2);
   if (!m.solve()) return Status::Internal("planner: GLPK found no solution (stage 2: instances)");

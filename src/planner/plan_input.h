@@ -73,17 +73,23 @@ struct PlanInput {
 enum class PoolChoice { None, Remote, Local };  // none: not served within its SLO
 const char* pool_choice_name(PoolChoice p);
 
-/// Derived per-class costs (planner/plan_capacity.h), kept in the result for the log.
+/// Derived per-class costs (planner/plan_capacity.h, where the model is written out),
+/// kept in the result for the log.
 struct ClassCost {
   double uncached_tokens = 0;
-  double prefill_s = 0;        // instance-seconds of prefill per request
-  double transfer_s = 0;       // KV transfer per request (remote)
-  int batch_remote = 0;        // decode batch meeting TPOT on a decode-only instance (0: none)
-  int batch_local = 0;         // … on a decode instance that also prefills (one chunk per step)
-  double decode_remote_s = 0;  // decode instance-seconds per request (remote prefill)
-  double decode_local_s = 0;   // decode instance-seconds per request incl. its local prefill
-  double cap_remote = 0;       // prefill-pool utilisation cap meeting TTFT (M/D/1), 0: infeasible
-  double cap_local = 0;        // decode-pool utilisation cap for local prefill meeting TTFT
+  double prefill_s = 0;          // P: instance-seconds of prefill per request
+  double transfer_s = 0;         // x: KV transfer per request (remote)
+  double cap_remote = 0;         // ρR: prefill-pool utilisation cap meeting TTFT (M/D/1), 0: infeasible
+  double rate_remote = 0;        // λ_max: req/s one decode-only instance serves within SLO (0: none)
+  double rate_local = 0;         // … one instance that prefills them itself (colocated) (0: none)
+  double batch_remote = 0;       // mean running sequences at rate_remote (Little's law)
+  double batch_local = 0;        // … at rate_local
+  double step_remote_s = 0;      // mean decode step (= mean TPOT) at rate_remote
+  double step_local_s = 0;       // … at rate_local, chunk interference included
+  double prefill_share_local = 0;  // ρ_p: share of a local instance's time on prompt chunks at rate_local
+  /// Decode-pool instance-seconds per request: 1/rate (0 when the mode is infeasible).
+  double decode_remote_s() const { return rate_remote > 0 ? 1.0 / rate_remote : 0.0; }
+  double decode_local_s() const { return rate_local > 0 ? 1.0 / rate_local : 0.0; }
 };
 
 struct PlanResult {

@@ -1,8 +1,8 @@
 // `pdserve planner` as a command: --kubernetes prints one `kubectl scale` per pool with
 // the replica counts of the decision it logged, against a router /metrics page served
 // by the test (counters that grow by 20 arrivals per scrape: a steady load); and bad
-// input — an infeasible budget, a profile that does not parse, a URL that is no
-// pdserve server — is a one-line error with exit code 2.
+// input is a one-line error: an infeasible budget or a URL that is no pdserve server
+// exit 2, a profile that does not parse exits 1 (a bad file, as `pdserve simulate`).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,8 +128,12 @@ TEST_F(PlannerCli, BadInputIsAOneLineError) {
 
   std::ofstream(dir_ + "/bad.json") << "{\"format\": \"something-else\"}";
   CmdRun prof = run("--router " + url() + " --profile " + dir_ + "/bad.json --iterations 1");
-  EXPECT_EQ(prof.rc, 2);
+  EXPECT_EQ(prof.rc, 1);
   EXPECT_NE(prof.out.find("pdserve-profile-v1"), std::string::npos) << prof.out;
+  // `pdserve simulate` says the same about the same file, with the same exit code.
+  CmdRun sim = run("--profile " + dir_ + "/bad.json -m " + kStoriesModel + " --rate 1 --colocated 1", "simulate");
+  EXPECT_EQ(sim.rc, prof.rc) << sim.out;
+  EXPECT_EQ(sim.out, prof.out);
 
   CmdRun other = run("--router " + url() + "/other --profile " + profile_ + " --iterations 1");
   EXPECT_EQ(other.rc, 2);
@@ -155,6 +159,10 @@ TEST_F(PlannerCli, SimulateUsageErrorsAreOneLineWithExitCodeTwo) {
       {base + "--colocated 1 --decode 1", "error: --colocated excludes --prefill/--decode"},
       {base + "--plan 2", "error: --plan needs the SLO it plans for"},
       {base + "--plan 1 --min-prefill 1 --slo-ttft 100", "error: infeasible budget: --plan 1 cannot hold --min-prefill 1"},
+      // An unknown flag is named, even when a required one is missing too.
+      {"--bogus", "error: The following argument was not expected: --bogus"},
+      {base + "--colocated abc", "error: --colocated: value abc is not a whole number"},
+      {base + "--prefill 1.5 --decode 1", "error: --prefill: value 1.5 is not a whole number"},
   };
   for (const auto& c : cases) {
     CmdRun r = run(c.args, "simulate");
