@@ -1,5 +1,7 @@
 #include "kernels/cpu_features.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +14,10 @@ CpuFeatures detect() {
   CpuFeatures f;
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c"); its
+  // YMM state is the OS support AVX2's check already implies.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  f.f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
