@@ -49,7 +49,8 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 30));
   cmd.add_option("--max-grammar-states", a.max_grammar_states,
-                 "states of a compiled structured-output or tools grammar (400 beyond)")
+                 "elements of a structured-output or tools grammar once its repetitions and rule "
+                 "references are expanded (nested repetitions multiply; 400 beyond)")
       ->default_val(50000)
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   cmd.add_option("--chat-template-file", a.chat_template_file,

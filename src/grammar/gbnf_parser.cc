@@ -15,7 +15,7 @@ bool is_word_char(char c) {
 
 class GbnfParser {
  public:
-  explicit GbnfParser(std::string_view t) : t_(t) {}
+  GbnfParser(std::string_view t, uint64_t max_size) : t_(t), max_size_(max_size) {}
 
   Result<Grammar> run() {
     skip_space(true);
@@ -42,6 +42,8 @@ class GbnfParser {
       return Status::InvalidArgument("grammar has no 'root' rule");
     g_.root = static_cast<int32_t>(it - g_.rule_names.begin());
     if (Status s = g_.validate(); !s.ok()) return s;
+    if (max_size_ != kNoSizeLimit && g_.expanded_size(max_size_) > max_size_)
+      return Status::ResourceExhausted(grammar_too_large_message(max_size_));
     return std::move(g_);
   }
 
@@ -200,6 +202,16 @@ class GbnfParser {
         }
         std::vector<Element> item(seq.begin() + static_cast<long>(last_start), seq.end());
         seq.resize(last_start);
+        // Refuse before copying when the copies alone pass the limit: min in place, then
+        // a rule per optional copy (item, a reference, two ends) or one star rule.
+        const uint64_t n = item.size();
+        const uint64_t added = static_cast<uint64_t>(min) * n +
+                               (max < 0 ? n + 4 : static_cast<uint64_t>(max - min) * (n + 3) + (max > min));
+        const uint64_t after = g_.elems.size() + seq.size() + added;
+        if (max_size_ != kNoSizeLimit && after > max_size_) {
+          err_ = Status::ResourceExhausted(grammar_too_large_message(max_size_));
+          return false;
+        }
         repeat(item, min, max, seq);
         skip_space(nested);
         continue;  // the repetition is not itself repeatable
@@ -250,6 +262,7 @@ class GbnfParser {
   }
 
   std::string_view t_;
+  uint64_t max_size_;
   size_t pos_ = 0;
   Grammar g_;
   std::map<int32_t, bool> defined_;
@@ -258,6 +271,6 @@ class GbnfParser {
 
 }  // namespace
 
-Result<Grammar> parse_gbnf(std::string_view text) { return GbnfParser(text).run(); }
+Result<Grammar> parse_gbnf(std::string_view text, uint64_t max_size) { return GbnfParser(text, max_size).run(); }
 
 }  // namespace pdserve::grammar

@@ -2,21 +2,23 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_set>
 
 namespace pdserve::grammar {
 
 int32_t Grammar::rule_id(const std::string& name) {
-  for (size_t i = 0; i < rule_names.size(); ++i)
-    if (rule_names[i] == name) return static_cast<int32_t>(i);
-  rule_names.push_back(name);
-  rule_alts.emplace_back();
-  return static_cast<int32_t>(rule_names.size() - 1);
+  auto [it, fresh] = rule_index.try_emplace(name, static_cast<int32_t>(rule_names.size()));
+  if (fresh) {
+    rule_names.push_back(name);
+    rule_alts.emplace_back();
+  }
+  return it->second;
 }
 
 int32_t Grammar::new_rule(const std::string& base) {
   for (int k = static_cast<int>(rule_names.size());; ++k) {
     std::string name = base + "-" + std::to_string(k);
-    if (std::find(rule_names.begin(), rule_names.end(), name) == rule_names.end()) return rule_id(name);
+    if (!rule_index.count(name)) return rule_id(name);
   }
 }
 
@@ -79,6 +81,86 @@ Status Grammar::validate() const {
     if (color[r] == 0 && !dfs(static_cast<int32_t>(r)))
       return Status::InvalidArgument("rule '" + bad + "' is left recursive (not supported)");
   return Status::Ok();
+}
+
+uint64_t Grammar::expanded_size(uint64_t limit) const {
+  if (root < 0 || root >= static_cast<int32_t>(rule_alts.size())) return 0;
+  limit = std::min(limit, kNoSizeLimit - 1);
+  constexpr uint64_t kUnknown = kNoSizeLimit;
+  // size(r) = the elements of every rule in r's tail-call closure (r and the rules it
+  // tail-calls, transitively: they share r's return stack, so each counts once), plus
+  // size(s) for each non-tail reference to s. Iterative (a walk per rule being sized),
+  // memoised per rule; a reference to a rule whose walk is open is recursion: 0.
+  std::vector<uint64_t> memo(rule_alts.size(), kUnknown);
+  std::vector<char> open(rule_alts.size(), 0);
+  struct Walk {
+    int32_t rule;
+    std::vector<int32_t> todo;          // closure rules not scanned yet
+    std::unordered_set<int32_t> seen;   // closure rules found so far
+    int32_t cur = -1;                   // the closure rule being scanned
+    size_t alt = 0;                     // its next alternative
+    int32_t pos = -1;                   // the element being scanned, -1 between alternatives
+    uint64_t sum = 0;
+  };
+  std::vector<Walk> walks;
+  auto start = [&](int32_t r) {
+    open[r] = 1;
+    Walk w;
+    w.rule = r;
+    w.todo.push_back(r);
+    w.seen.insert(r);
+    walks.push_back(std::move(w));
+  };
+  // Adds b to a (both <= limit); false when the sum passes the limit.
+  auto add = [&](uint64_t& a, uint64_t b) {
+    if (b > limit - a) return false;
+    a += b;
+    return true;
+  };
+  start(root);
+  while (!walks.empty()) {
+    Walk& w = walks.back();
+    if (w.pos < 0) {
+      if (w.cur >= 0 && w.alt < rule_alts[w.cur].size()) {
+        w.pos = rule_alts[w.cur][w.alt++];
+      } else if (!w.todo.empty()) {
+        w.cur = w.todo.back();
+        w.todo.pop_back();
+        w.alt = 0;
+        continue;
+      } else {  // this walk is done: its size goes to the walk that referred to it
+        const uint64_t v = w.sum;
+        open[w.rule] = 0;
+        memo[w.rule] = v;
+        walks.pop_back();
+        if (walks.empty()) return v;
+        if (!add(walks.back().sum, v)) return limit + 1;
+        continue;
+      }
+    }
+    const Element& e = elems[w.pos];
+    if (!add(w.sum, 1)) return limit + 1;
+    if (e.kind == Element::kEnd) {
+      w.pos = -1;
+      continue;
+    }
+    const int32_t at = w.pos++;
+    if (e.kind != Element::kRule) continue;
+    const int32_t s = e.value;
+    if (elems[at + 1].kind == Element::kEnd) {  // a tail call: part of this closure
+      if (w.seen.insert(s).second) w.todo.push_back(s);
+    } else if (memo[s] != kUnknown) {
+      if (!add(w.sum, memo[s])) return limit + 1;
+    } else if (!open[s]) {
+      start(s);  // invalidates w
+    }
+  }
+  return 0;  // not reached
+}
+
+std::string grammar_too_large_message(uint64_t max_size) {
+  return "the grammar expands to more than " + std::to_string(max_size) +
+         " elements (a repetition copies what it repeats, so nested repetitions multiply)";
 }
 
 void append_utf8(uint32_t cp, std::string& out) {

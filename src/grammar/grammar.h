@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -34,6 +36,9 @@ struct Element {
   int32_t value;
 };
 
+/// No size limit (parse_gbnf, Grammar::expanded_size).
+inline constexpr uint64_t kNoSizeLimit = std::numeric_limits<uint64_t>::max();
+
 /// The compiled grammar. elems holds every alternative, each terminated by kEnd;
 /// rule_alts[r] lists the offsets in elems where rule r's alternatives start.
 struct Grammar {
@@ -42,6 +47,7 @@ struct Grammar {
   std::vector<std::string> rule_names;
   std::vector<ByteSet> sets;
   int32_t root = -1;
+  std::unordered_map<std::string, int32_t> rule_index;  // rule_names → id (builder)
 
   /// Builder: the id of rule `name`, created (with no alternatives) if new.
   int32_t rule_id(const std::string& name);
@@ -56,6 +62,19 @@ struct Grammar {
   /// InvalidArgument when a referenced rule has no alternatives, or a rule is left
   /// recursive (directly or through nullable prefixes); the message names the rule.
   Status validate() const;
+
+  /// The number of elements (kBytes, kRule and kEnd) of the grammar once every rule
+  /// reference that is not a tail call is replaced by a copy of the rule, from `root`:
+  /// the positions the matcher can be at, each with its own return stack, so it bounds
+  /// the matcher's stack frames (GrammarMatcher::num_frames) and the size of any of its
+  /// states. A tail call (a reference at the end of an alternative, as in the rules of
+  /// `*`, `{m,n}` and alternatives) does not copy: the matcher pushes nothing for it. A
+  /// recursive reference (to a rule whose own copy is being counted) counts its element
+  /// only: each level of recursion needs output, so it grows with the output, not with
+  /// the grammar. `x{1000}` counts x 1000 times, so nested repetitions multiply.
+  /// Saturating: any value above `limit` is returned as limit + 1 (and counting stops
+  /// there, so the cost is O(min(result, limit) + elems.size())).
+  uint64_t expanded_size(uint64_t limit = kNoSizeLimit - 1) const;
 };
 
 /// An inclusive code-point range.
@@ -76,7 +95,13 @@ void append_utf8(uint32_t cp, std::string& out);
 /// "literals" with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [classes] (^ negation,
 /// ranges), `.` (any character), ( groups ), rule references, postfix * + ? {m} {m,}
 /// {m,n}, # comments; the start rule is `root`. Not supported (errors): token references
-/// (<[id]>, <name>). Errors: InvalidArgument naming the line and the problem.
-Result<Grammar> parse_gbnf(std::string_view text);
+/// (<[id]>, <name>). Errors: InvalidArgument naming the line and the problem;
+/// ResourceExhausted when the grammar is larger than `max_size` elements, counted as
+/// Grammar::expanded_size — refused while parsing, before a repetition is expanded past
+/// the limit (so a huge grammar costs neither the memory nor the time of building it).
+Result<Grammar> parse_gbnf(std::string_view text, uint64_t max_size = kNoSizeLimit);
+
+/// The ResourceExhausted message of a grammar over `max_size`.
+std::string grammar_too_large_message(uint64_t max_size);
 
 }  // namespace pdserve::grammar

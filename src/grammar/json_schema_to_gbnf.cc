@@ -37,12 +37,16 @@ std::string lit(const std::string& text) {
 
 class Converter {
  public:
-  Converter(const json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+  Converter(const json& root, std::string prefix, uint64_t max_size)
+      : root_(root), prefix_(std::move(prefix)), max_size_(max_size) {}
 
   /// Rule `name` and its helper rules (named prefix + ...), without the shared ones.
   Result<std::string> run(const std::string& name) {
     std::string top;
-    if (!visit(root_, "/", top)) return Status::InvalidArgument(err_);
+    if (!visit(root_, "/", top)) {
+      if (too_large_) return Status::ResourceExhausted(err_);
+      return Status::InvalidArgument(err_);
+    }
     std::string out = name + " ::= " + top + "\n";
     for (auto& [rule, body] : rules_) out += rule + " ::= " + body + "\n";
     return out;
@@ -224,7 +228,11 @@ class Converter {
       // JSON Schema patterns are unanchored: an unanchored end allows anything around.
       const bool a0 = !p.empty() && p[0] == '^';
       const bool a1 = !p.empty() && p.back() == '$' && (p.size() < 2 || p[p.size() - 2] != '\\');
-      auto e = regex_to_gbnf_expr(p, true);
+      auto e = regex_to_gbnf_expr(p, true, max_size_);
+      if (e.code() == StatusCode::ResourceExhausted) {
+        too_large_ = err_.empty();
+        return fail("the 'pattern' at " + at + ": " + e.error());
+      }
       if (!e.ok()) return fail("invalid 'pattern' at " + at + ": " + e.error());
       out = "(\"\\\"\" " + std::string(a0 ? "" : "json-char* ") + *e + (a1 ? "" : " json-char*") + " \"\\\"\")";
       return true;
@@ -326,6 +334,8 @@ class Converter {
 
   const json& root_;
   std::string prefix_;
+  uint64_t max_size_;
+  bool too_large_ = false;  // err_ is a size error (ResourceExhausted)
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
   std::string err_;
@@ -333,14 +343,19 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
-  auto r = Converter(schema, "").run("root");
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, uint64_t max_size) {
+  auto r = Converter(schema, "", max_size).run("root");
   if (!r.ok()) return r;
-  return *r + kPrimitives;
+  std::string gbnf = *r + kPrimitives;
+  if (max_size != kNoSizeLimit) {  // the text is linear in the schema; its expansion may not be
+    auto g = parse_gbnf(gbnf, max_size);
+    if (g.code() == StatusCode::ResourceExhausted) return g.status();
+  }
+  return gbnf;
 }
 
-Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name) {
-  return Converter(schema, name + "-").run(name);
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name, uint64_t max_size) {
+  return Converter(schema, name + "-", max_size).run(name);
 }
 
 std::string json_primitives_gbnf() { return kPrimitives; }

@@ -20,18 +20,23 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "grammar/grammar.h"
 
 namespace pdserve::grammar {
 
 /// The GBNF grammar of documents valid under `schema`. Error messages name the
 /// offending keyword and its JSON pointer, e.g. "unsupported keyword 'oneOf' at
-/// /properties/a".
-Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+/// /properties/a" (InvalidArgument). ResourceExhausted when the grammar expands to more
+/// than `max_size` elements (Grammar::expanded_size; nested minItems multiply), found
+/// before it is expanded.
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, uint64_t max_size = kNoSizeLimit);
 
 /// Composition (several schemas in one grammar, e.g. tool arguments): rule `name` for
 /// `schema` with helper rules prefixed by `name` + "-", referring to the shared rules of
 /// json_primitives_gbnf() (ws, json-string, json-value, ...), which the caller appends once.
-Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name);
+/// `max_size` bounds the grammars of `pattern`s (the whole is checked by parsing it).
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& name,
+                                      uint64_t max_size = kNoSizeLimit);
 std::string json_primitives_gbnf();
 
 /// The grammar of any JSON object (response_format json_object).

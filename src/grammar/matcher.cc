@@ -162,6 +162,11 @@ int GrammarMatcher::num_states() {
   return static_cast<int>(states_.size());
 }
 
+int GrammarMatcher::num_frames() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<int>(frames_.size());
+}
+
 const uint32_t* GrammarMatcher::mask(int32_t state) {
   std::lock_guard<std::mutex> lk(mu_);
   if (state < 0) {  // dead: nothing is allowed

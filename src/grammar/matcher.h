@@ -71,6 +71,9 @@ class GrammarMatcher {
   /// Words of a mask: (n_vocab + 31) / 32.
   int mask_words() const { return (vocab_->n_vocab + 31) / 32; }
   int num_states();
+  /// Stack frames created so far (at most g.expanded_size() for a grammar without
+  /// recursion; each a position in a copy of a rule).
+  int num_frames();
   const TokenVocab& vocab() const { return *vocab_; }
 
  private:

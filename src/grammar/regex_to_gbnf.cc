@@ -352,14 +352,15 @@ class RegexParser {
 
 }  // namespace
 
-Result<std::string> regex_to_gbnf_expr(std::string_view pattern, bool json_string) {
+Result<std::string> regex_to_gbnf_expr(std::string_view pattern, bool json_string, uint64_t max_size) {
   auto r = RegexParser(pattern, json_string).run();
   if (!r.ok()) return Status::InvalidArgument("invalid or unsupported regular expression: " + r.error());
   if (r->empty()) return std::string("\"\"");
   // A repeated part that can match the empty string ("()*", "(a?)+") compiles to a left
   // recursive rule, which the matcher refuses: refuse the expression now, naming why
   // (found by tests/fuzz/fuzz_grammar).
-  auto g = parse_gbnf("root ::= " + *r + "\n");
+  auto g = parse_gbnf("root ::= " + *r + "\n", max_size);
+  if (g.code() == StatusCode::ResourceExhausted) return g.status();
   Status valid = g.ok() ? g->validate() : g.status();
   if (!valid.ok())
     return Status::InvalidArgument("invalid or unsupported regular expression: a repeated part can match the empty string (" +
@@ -367,8 +368,8 @@ Result<std::string> regex_to_gbnf_expr(std::string_view pattern, bool json_strin
   return r;
 }
 
-Result<std::string> regex_to_gbnf(std::string_view pattern) {
-  auto e = regex_to_gbnf_expr(pattern);
+Result<std::string> regex_to_gbnf(std::string_view pattern, uint64_t max_size) {
+  auto e = regex_to_gbnf_expr(pattern, false, max_size);
   if (!e.ok()) return e.status();
   return "root ::= " + *e + "\n";
 }

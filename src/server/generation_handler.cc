@@ -98,8 +98,8 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, *err);
     return;
   }
-  ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(body)
-                                                                : parse_completion_request(body);
+  ParsedRequest parsed = endpoint == Endpoint::ChatCompletions ? parse_chat_request(body, limits_.max_grammar_states)
+                                                                : parse_completion_request(body, limits_.max_grammar_states);
   if (!parsed.ok()) {
     send_error(res, *parsed.error);
     return;

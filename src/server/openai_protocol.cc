@@ -318,7 +318,8 @@ std::optional<ApiError> parse_prompt(const json& obj, std::vector<PromptInput>& 
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_completion_fields(const json& obj, GenerationRequest& r) {
+std::optional<ApiError> parse_completion_fields(const json& obj, GenerationRequest& r,
+                                                uint64_t max_grammar_states = kDefaultMaxGrammarStates) {
   r.endpoint = Endpoint::Completions;
   PDS_TRY(parse_prompt(obj, r.prompts));
   PDS_TRY(parse_common(obj, r));
@@ -354,7 +355,7 @@ std::optional<ApiError> parse_completion_fields(const json& obj, GenerationReque
   if (best_of && *best_of != r.n) {
     return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
   }
-  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param));
+  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param, max_grammar_states));
   if (r.num_choices() > kMaxChoices) {
     return bad_request("Too many choices: the number of prompts times n must be at most " +
                            std::to_string(kMaxChoices) + ".",
@@ -438,7 +439,8 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r) {
+std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r,
+                                          uint64_t max_grammar_states = kDefaultMaxGrammarStates) {
   r.endpoint = Endpoint::ChatCompletions;
   PDS_TRY(parse_messages(obj, r.messages, &r.template_messages));
   PDS_TRY(parse_common(obj, r));
@@ -467,8 +469,8 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r)
       return unsupported("functions", "'functions' are not supported by this server.");
     }
   }
-  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param));
-  PDS_TRY(parse_tools(obj, r.tools));
+  PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param, max_grammar_states));
+  PDS_TRY(parse_tools(obj, r.tools, max_grammar_states));
   if (const json* t = field(obj, "tools"); t && t->is_array()) r.template_tools = *t;
   if (r.tools.active()) {  // describe the tools in the system message; constrain the output
     if (!r.params.grammar.empty())
@@ -514,14 +516,16 @@ ParsedRequest parse_text(std::string_view body, Fn&& fn) {
 }  // namespace
 
 ParsedRequest parse_completion_json(const json& body) {
-  return parse_object(body, parse_completion_fields);
+  return parse_object(body, [](const json& o, GenerationRequest& r) { return parse_completion_fields(o, r); });
 }
-ParsedRequest parse_completion_request(std::string_view body) {
-  return parse_text(body, parse_completion_fields);
+ParsedRequest parse_completion_request(std::string_view body, uint64_t max_grammar_states) {
+  return parse_text(body, [&](const json& o, GenerationRequest& r) { return parse_completion_fields(o, r, max_grammar_states); });
 }
-ParsedRequest parse_chat_json(const json& body) { return parse_object(body, parse_chat_fields); }
-ParsedRequest parse_chat_request(std::string_view body) {
-  return parse_text(body, parse_chat_fields);
+ParsedRequest parse_chat_json(const json& body) {
+  return parse_object(body, [](const json& o, GenerationRequest& r) { return parse_chat_fields(o, r); });
+}
+ParsedRequest parse_chat_request(std::string_view body, uint64_t max_grammar_states) {
+  return parse_text(body, [&](const json& o, GenerationRequest& r) { return parse_chat_fields(o, r, max_grammar_states); });
 }
 
 ParsedRequest parse_apply_template_request(std::string_view body) {

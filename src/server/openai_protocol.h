@@ -12,6 +12,7 @@
 #include "engine/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_util.h"
+#include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
@@ -76,14 +77,16 @@ struct ParsedRequest {
 };
 
 /// Parses a /v1/completions body. Defaults: max_tokens 16 (explicit null ⇒ no limit),
-/// temperature 1, top_p 1, no logprobs (-1), n 1.
-ParsedRequest parse_completion_request(std::string_view body);
+/// temperature 1, top_p 1, no logprobs (-1), n 1. A structured-output constraint whose
+/// grammar expands past `max_grammar_states` elements is a 400 (structured_output.h).
+ParsedRequest parse_completion_request(std::string_view body, uint64_t max_grammar_states = kDefaultMaxGrammarStates);
 ParsedRequest parse_completion_json(const json& body);
 
 /// Parses a /v1/chat/completions body. max_completion_tokens (preferred) or max_tokens;
 /// absent ⇒ -1 (until EOS or the context end). `logprobs: true` + `top_logprobs` 0..5.
 /// Role "developer" is treated as "system"; text content parts are joined with "\n".
-ParsedRequest parse_chat_request(std::string_view body);
+/// `max_grammar_states`: as for parse_completion_request (tools' parameter patterns too).
+ParsedRequest parse_chat_request(std::string_view body, uint64_t max_grammar_states = kDefaultMaxGrammarStates);
 
 /// Parses a POST /apply-template body {messages, tools?, add_generation_prompt?}
 /// (llama.cpp's server endpoint): messages and tools validated as for chat.

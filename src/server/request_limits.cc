@@ -55,13 +55,10 @@ int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limi
 
 std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits) {
   if (req.params.grammar.empty()) return std::nullopt;
-  auto g = grammar::parse_gbnf(req.params.grammar);
-  if (!g.ok() || g->elems.size() <= limits.max_grammar_states) return std::nullopt;  // parse errors: checked before
   const std::string param = req.grammar_param.empty() ? "grammar" : req.grammar_param;
-  return bad_request("Invalid '" + param + "': the constraint compiles to a grammar of " + std::to_string(g->elems.size()) +
-                         " states; this server accepts at most " + std::to_string(limits.max_grammar_states) +
-                         " (--max-grammar-states).",
-                     param);
+  auto g = grammar::parse_gbnf(req.params.grammar, limits.max_grammar_states);
+  if (g.code() == StatusCode::ResourceExhausted) return grammar_too_large(param, limits.max_grammar_states);
+  return std::nullopt;  // a grammar that does not parse was refused when the request was read
 }
 
 std::optional<ApiError> check_prompt_tokens(const GenerationRequest& req, const std::vector<std::vector<int32_t>>& prompts,

@@ -19,7 +19,7 @@ struct RequestLimits {
   size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
   int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
   int max_completion_tokens = 0; // --max-completion-tokens: largest max_tokens (0 = the context end)
-  size_t max_grammar_states = 50000;  // --max-grammar-states: size of a compiled structured-output grammar
+  size_t max_grammar_states = kDefaultMaxGrammarStates;  // --max-grammar-states: elements of a structured-output grammar after expansion
 };
 
 /// 400 when `body` nests JSON arrays/objects deeper than `max_depth` (a linear scan that
@@ -33,10 +33,12 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
 /// The max_tokens a request runs with: its own, or limits.max_completion_tokens (when set)
 /// for a request that gave none (which would otherwise run to the context end).
 int effective_max_tokens(const GenerationRequest& req, const RequestLimits& limits);
-/// 400 (param: the constraint's field, e.g. response_format or tools) when the request's
-/// grammar compiles to more than limits.max_grammar_states states: the grammar positions
-/// of its rules (grammar::Grammar::elems). A rule referenced many times counts once, so a
-/// nested repetition (`([a-z]{100}){100}`) is not bounded by this yet (issue #17).
+/// 400 (param: the constraint's field, e.g. response_format or tools; grammar_too_large)
+/// when the request's grammar expands to more than limits.max_grammar_states elements
+/// (grammar::Grammar::expanded_size: every non-tail rule reference copied, so nested
+/// repetitions multiply), found while parsing, before anything is expanded. The request
+/// parser checks the same bound (parse_chat_request); this covers the tools grammar,
+/// which is built after the prompt is rendered.
 std::optional<ApiError> check_grammar_size(const GenerationRequest& req, const RequestLimits& limits);
 
 /// 400 for a prompt of more than limits.max_prompt_tokens tokens (when set), code

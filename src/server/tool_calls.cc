@@ -31,7 +31,7 @@ std::string gbnf_lit(const std::string& s) {
 
 }  // namespace
 
-std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out) {
+std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out, uint64_t max_grammar_states) {
   auto it = obj.find("tools");
   if (it != obj.end() && !it->is_null()) {
     if (!it->is_array()) return invalid("tools", "expected an array.");
@@ -50,7 +50,8 @@ std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out) {
         return invalid(p + ".function.description", "expected a string.");
       json params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : json{{"type", "object"}};
       if (!params.is_object()) return invalid(p + ".function.parameters", "expected a JSON schema (an object).");
-      auto g = grammar::json_schema_rules(params, "x");
+      auto g = grammar::json_schema_rules(params, "x", max_grammar_states);
+      if (g.code() == StatusCode::ResourceExhausted) return grammar_too_large(p + ".function.parameters", max_grammar_states);
       if (!g.ok()) return bad_request("Invalid '" + p + ".function.parameters': " + g.error() + ".", p + ".function.parameters",
                                       g.error().rfind("unsupported", 0) == 0 ? std::optional<std::string>("unsupported_parameter") : std::nullopt);
       json clean = {{"type", "function"}, {"function", {{"name", f["name"]}, {"parameters", params}}}};

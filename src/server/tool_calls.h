@@ -24,6 +24,7 @@
 
 #include "server/api_error.h"
 #include "server/json_util.h"
+#include "server/structured_output.h"
 #include "server/tool_syntax.h"
 
 namespace pdserve::server {
@@ -40,7 +41,7 @@ struct ToolConfig {
 
 /// Reads tools / tool_choice / parallel_tool_calls of a chat body. 400 errors name the
 /// field, e.g. tools[0].function.name or tools[1].function.parameters.
-std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out);
+std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out, uint64_t max_grammar_states = kDefaultMaxGrammarStates);
 
 /// The GBNF grammar of the output allowed by `t` (t.active()) in t.syntax.
 std::string tools_grammar(const ToolConfig& t);

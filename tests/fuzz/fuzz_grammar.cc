@@ -20,6 +20,9 @@
 
 using namespace pdserve;
 
+// Grammars above the server's default --max-grammar-states are refused, as by the server.
+static constexpr uint64_t kMaxSize = 50000;
+
 static std::shared_ptr<const grammar::TokenVocab>* vocab;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -48,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       generated = false;
       break;
     case 1: {
-      auto r = grammar::regex_to_gbnf(src);
+      auto r = grammar::regex_to_gbnf(src, kMaxSize);
       if (!r.ok()) return 0;
       gbnf = std::move(r.value());
       break;
@@ -57,13 +60,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // As the server: JSON text (structured_output.cc), nesting bounded like a request body.
       nlohmann::json schema = nlohmann::json::parse(src.begin(), src.end(), nullptr, /*allow_exceptions=*/false);
       if (schema.is_discarded() || (!schema.is_object() && !schema.is_boolean())) return 0;
-      auto r = grammar::json_schema_to_gbnf(schema);
+      auto r = grammar::json_schema_to_gbnf(schema, kMaxSize);
       if (!r.ok()) return 0;
       gbnf = std::move(r.value());
       break;
     }
   }
-  auto g = grammar::parse_gbnf(gbnf);
+  auto g = grammar::parse_gbnf(gbnf, kMaxSize);
+  if (g.code() == StatusCode::ResourceExhausted) return 0;  // over the server's default cap, as a request
   if (generated && !g.ok()) std::fprintf(stderr, "GBNF:\n%s\nerror: %s\n", gbnf.c_str(), g.error().c_str());
   PDS_FUZZ_CHECK(g.ok() || !generated, "generated GBNF parses");
   if (!g.ok()) return 0;
