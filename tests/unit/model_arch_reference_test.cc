@@ -76,7 +76,9 @@ void expect_matches(model::Model& m, const std::string& model_path, const std::s
     for (size_t i = 0; i < steps.size(); ++i) {
       max_err = std::max(max_err, steps[i].err);
       EXPECT_LE(steps[i].err, tol) << name << " prompt '" << c.prompt << "' step " << i;
-      if (!steps[i].near_tie) EXPECT_TRUE(steps[i].argmax_ok) << name << " prompt '" << c.prompt << "' step " << i;
+      if (!steps[i].near_tie) {
+        EXPECT_TRUE(steps[i].argmax_ok) << name << " prompt '" << c.prompt << "' step " << i;
+      }
     }
     const size_t n_check = testing::steps_before_near_tie(steps, c.tokens.size());
     EXPECT_EQ(testing::greedy_steps_equal(m, c, n_check), n_check) << name << " free-running, prompt '" << c.prompt << "'";
@@ -113,8 +115,19 @@ TEST(ModelArchReference, Llama3F16) {
   EXPECT_GT(e, 3 * ours);
 }
 
-// Q8_0: against the haswell reference the strict 0.02 does not hold (measured max 0.029, as
-// for the older llama-small files: haswell vs the AVX-512 numerics we copy); 0.035 here.
+// Q8_0: the issue's 0.02 does not hold against these haswell references, and the cause is
+// the reference's backend, not our kernels: measured max 0.0289 here (Qwen3 0.0207, Phi3
+// 0.0258), hence 0.035. The difference is the Q·K dot of its flash attention over the f16
+// cache, ggml_vec_dot_f16, whose haswell build sums four 8-lane FMA accumulators over
+// 32-value chunks and folds them with hadd, where the AVX-512 build we reproduce
+// (kernels/attention.cc dot_f16_q; ../shared/reference's zen4 references) uses four 16-lane
+// ones over 64-value chunks. Measured 2026-12-02: with dot_f16_q switched to the haswell
+// order (an experiment, not kept), this file matches its reference to print precision
+// (0.0000) at every step of all four prompts. The Q8_0 integer dots themselves agree: on
+// ../shared/models/synth-llama-small-q8_0.gguf (head_dim 32, no 64-value chunk in either
+// order) a haswell reference equals the AVX-512 one and our log-probs match both to 0.0000.
+// The scores differ in their last bits only; a Q8_0 activation rounding that flips on them
+// moves these random-weight models' log-probs by 0.01-0.03.
 TEST(ModelArchReference, Llama3Q8_0) {
   SynthFile f("llama-3.2-1b", 2, "Q8_0", kSpmVocab);
   auto m = load(f.path(), 2048);
@@ -122,8 +135,8 @@ TEST(ModelArchReference, Llama3Q8_0) {
   expect_matches(*m, f.path(), "tests/data/arch-llama3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Llama3Q4_K_M) {
+// Measured max 0.0449 (issue tolerance 0.08).
+TEST(ModelArchReference, Llama3Q4_K_M) {
   SynthFile f("llama-3.2-1b", 2, "Q4_K_M", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
@@ -141,16 +154,16 @@ TEST(ModelArchReference, Qwen3F16) {
   expect_matches(*m, f.path(), "tests/data/arch-qwen3-f16.json", 0.02);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Qwen3Q8_0) {
+// Measured max 0.0207: above 0.02 for the reason given at Llama3Q8_0 (0.035 as there).
+TEST(ModelArchReference, Qwen3Q8_0) {
   SynthFile f("qwen3-0.6b", 2, "Q8_0", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-qwen3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Qwen3Q4_K_M) {
+// Measured max 0.0266 (0.08).
+TEST(ModelArchReference, Qwen3Q4_K_M) {
   SynthFile f("qwen3-0.6b", 2, "Q4_K_M", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
@@ -176,16 +189,16 @@ TEST(ModelArchReference, Phi3F16ShortAndLongFactors) {
   EXPECT_GT(e, 0.1);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Phi3Q8_0) {
+// Measured max 0.0258: above 0.02 for the reason given at Llama3Q8_0 (0.035 as there).
+TEST(ModelArchReference, Phi3Q8_0) {
   SynthFile f("phi-3.5-mini", 1, "Q8_0", kPhi3Vocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-phi3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Phi3Q4_K_M) {
+// Measured max 0.0503 (0.08).
+TEST(ModelArchReference, Phi3Q4_K_M) {
   SynthFile f("phi-3.5-mini", 1, "Q4_K_M", kPhi3Vocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
