@@ -1,7 +1,7 @@
 // The issue-#19 architectures against the reference engine (llama.cpp build 11669, haswell
 // backend; tests/data/README.md "Architecture references"): `llama` with Llama 3 RoPE
-// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm) and `phi3` (fused QKV and
-// gate/up, long-RoPE factors and attention factor). Each file is made here by
+// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm), `phi3` (fused QKV and
+// gate/up, long-RoPE factors and attention factor) and `gemma2`. Each file is made here by
 // model::synth_model (= `pdserve synth`, same seed as the reference's) from a built-in
 // shape scaled down in layers and vocabulary (see the README), then compared with
 // tests/data/arch-*.json: teacher-forced log-probs of the reference's top-5 within `tol` at
@@ -205,13 +205,42 @@ TEST(ModelArchReference, Phi3Q4_K_M) {
   expect_matches(*m, f.path(), "tests/data/arch-phi3-q4_k_m.json", 0.08);
 }
 
+// --- gemma2 (gemma-2-2b: embeddings × sqrt(2304), GeGLU, post-attention / post-FFN norms,
+// attention soft cap 50 and final soft cap 30, head_dim 256 over 2304, every even layer a
+// sliding-window layer). The window is scaled down from 4096 to 8 tokens (`pdserve synth
+// --sliding-window 8`), so that within these 20-30-token runs layer 0 attends to its last
+// 8 keys only and layer 1 to all of them. ---
+
+TEST(ModelArchReference, Gemma2F16) {
+  SynthFile f("gemma-2-2b", 2, "F16", kSpmVocab, [](model::ShapeSpec& s) { s.sliding_window = 8; });
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->config().arch, "gemma2");
+  ASSERT_TRUE(m->config().is_swa_layer(0));
+  ASSERT_FALSE(m->config().is_swa_layer(1));
+  expect_matches(*m, f.path(), "tests/data/arch-gemma2-f16.json", 0.02);
+  // Control: the same weights with the real window (4096: nothing falls out of it here)
+  // miss the reference, so the window is what the reference ran with and what we apply.
+  SynthFile wide("gemma-2-2b", 2, "F16", kSpmVocab, [](model::ShapeSpec& s) { s.sliding_window = 4096; }, "-wide");
+  auto w = load(wide.path(), 2048);
+  ASSERT_TRUE(w);
+  const double ours = max_error(*m, f.path(), "tests/data/arch-gemma2-f16.json");
+  const double e = max_error(*w, wide.path(), "tests/data/arch-gemma2-f16.json");
+  std::printf("control: without the window, max |logprob err| %.4f (with: %.4f)\n", e, ours);
+  EXPECT_GT(e, 0.1);
+}
+
 // --- The loader names what it cannot run, in one line ---
 
 /// A tiny synth model of `arch` rewritten: metadata `set` on top, tensor `drop` left out,
 /// tensor `halve` cut to its first half of rows. Returns the load error ("" if it loads).
 std::string load_error(const std::string& arch, std::vector<std::pair<std::string, gguf::Value>> set, const std::string& drop = "",
                        const std::string& halve = "") {
-  model::ShapeSpec s = model::builtin_shape(arch == "qwen3" ? "qwen3-0.6b" : arch == "phi3" ? "phi-3.5-mini" : "llama-3.2-1b").value();
+  model::ShapeSpec s = model::builtin_shape(arch == "qwen3"    ? "qwen3-0.6b"
+                                            : arch == "phi3"   ? "phi-3.5-mini"
+                                            : arch == "gemma2" ? "gemma-2-2b"
+                                                               : "llama-3.2-1b")
+                           .value();
   s.n_embd = 64; s.n_layer = 1; s.n_head = 4; s.n_head_kv = 2; s.n_ff = 128; s.n_vocab = 64;
   if (s.head_dim) s.head_dim = 32;
   const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
@@ -244,6 +273,9 @@ TEST(ModelArchLoader, NamesTheMissingOrWrongTensorOrKey) {
   EXPECT_EQ(load_error("qwen3", {}), "");
   EXPECT_EQ(load_error("phi3", {}), "");
   EXPECT_EQ(load_error("llama", {}), "");
+  EXPECT_EQ(load_error("gemma2", {}), "");
+  EXPECT_NE(load_error("gemma2", {}, "blk.0.post_ffw_norm.weight").find("missing tensor 'blk.0.post_ffw_norm.weight'"),
+            std::string::npos);
   EXPECT_NE(load_error("qwen3", {}, "blk.0.attn_k_norm.weight").find("missing tensor 'blk.0.attn_k_norm.weight'"), std::string::npos);
   EXPECT_NE(load_error("phi3", {}, "", "blk.0.ffn_up.weight").find("tensor 'blk.0.ffn_up.weight' has shape [64, 128], expected [64, 256]"),
             std::string::npos);
@@ -254,7 +286,7 @@ TEST(ModelArchLoader, NamesTheMissingOrWrongTensorOrKey) {
                 .find("metadata key 'llama.rope.scaling.type' is 'yarn': not supported"),
             std::string::npos);
   EXPECT_NE(load_error("llama", {{"llama.expert_count", Value::u32(8)}}).find("metadata key 'llama.expert_count' is 8"), std::string::npos);
-  EXPECT_NE(load_error("llama", {{"general.architecture", Value::str("gemma2")}}).find("unsupported architecture 'gemma2'"),
+  EXPECT_NE(load_error("llama", {{"general.architecture", Value::str("gemma3")}}).find("unsupported architecture 'gemma3'"),
             std::string::npos);
 }
 
