@@ -148,6 +148,7 @@ struct SynthArgs {
   std::string shape, type = "F16", vocab_from, output;
   uint64_t seed = 1;
   int layers = 0;  // --layers: the shape scaled down to this many blocks (0 = the shape's)
+  int sliding_window = 0;  // --sliding-window: the shape's window scaled down (0 = the shape's)
 };
 void add_synth_command(CLI::App& app, SynthArgs& a);
 int run_synth(const SynthArgs& a);

@@ -5,6 +5,7 @@
 
 #include "base/fp16.h"
 #include "kernels/expf.h"
+#include "kernels/ops.h"
 
 namespace pdserve::kernels {
 
@@ -86,26 +87,30 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 }
 
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
-                          const int32_t* block_table, int n_keys, float scale, float* out, Isa isa) {
+                          const int32_t* block_table, int n_keys, float scale, float* out, Isa isa, int first_key,
+                          float softcap) {
+  const bool plain = first_key == 0 && softcap == 0.f;  // the SIMD kernels have neither option
   if (kv.dtype == KvDtype::Q8_0 || kv.dtype == KvDtype::Q4_0 || kv.dtype == KvDtype::BF16) {
-    if (const F16AttentionFn f = select_quant(isa, kv.dtype)) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
-    return paged_attention_quant_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
+    if (const F16AttentionFn f = select_quant(isa, kv.dtype); f && plain) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
+    return paged_attention_quant_scalar(q, kv, kv_head, block_table, n_keys, scale, out, first_key, softcap);
   }
   if (kv.dtype == KvDtype::F16) {
-    if (const F16AttentionFn f = select_f16(isa)) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
-    return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out);
+    if (const F16AttentionFn f = select_f16(isa); f && plain) return f(q, 1, kv, kv_head, block_table, n_keys, scale, out);
+    return paged_attention_f16_scalar(q, kv, kv_head, block_table, n_keys, scale, out, first_key, softcap);
   }
   const int d = kv.head_dim;
+  if (softcap > 0.f) scale /= softcap;
   float m = -INFINITY, l = 0.f;
   {  // f32 cache
     float acc[kMaxHeadDim] = {};
-    for (int p = 0; p < n_keys; ++p) {
+    for (int p = first_key; p < n_keys; ++p) {
       const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
       const float* kp = static_cast<const float*>(kv.k) + token_offset(kv, slot, kv_head);
       const float* vp = static_cast<const float*>(kv.v) + token_offset(kv, slot, kv_head);
       float s = 0.f;
       for (int i = 0; i < d; ++i) s += q[i] * kp[i];
       s *= scale;
+      if (softcap > 0.f) s = softcap * tanh_cr(s);
       // Online softmax: rescale the running sum and accumulator when the max grows.
       float ms = 1.f, vs = 1.f;
       if (s > m) {
@@ -124,19 +129,22 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
 }
 
 void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
-                           int n_keys, float scale, float* out, Isa isa) {
-  if (kv.dtype == KvDtype::F16)
+                           int n_keys, float scale, float* out, Isa isa, int first_key, float softcap) {
+  const bool plain = first_key == 0 && softcap == 0.f;
+  if (kv.dtype == KvDtype::F16 && plain)
     if (const F16AttentionFn f = select_f16(isa)) return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
-  if (const F16AttentionFn f = select_quant(isa, kv.dtype)) return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
+  if (const F16AttentionFn f = select_quant(isa, kv.dtype); f && plain)
+    return f(q, n_q, kv, kv_head, block_table, n_keys, scale, out);
   // The scalar paths: head by head (the reference's order within each head is all that counts).
   const int64_t d = kv.head_dim;
   for (int h = 0; h < n_q; ++h)
-    paged_attention_head(q + h * d, kv, kv_head, block_table, n_keys, scale, out + h * d, Isa::kScalar);
+    paged_attention_head(q + h * d, kv, kv_head, block_table, n_keys, scale, out + h * d, Isa::kScalar, first_key, softcap);
 }
 
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
-                                int n_keys, float scale, float* out) {
+                                int n_keys, float scale, float* out, int first_key, float softcap) {
   const int d = kv.head_dim;
+  if (softcap > 0.f) scale /= softcap;  // ggml_compute_forward_flash_attn_ext_f16: scale /= logit_softcap
   float m = -INFINITY, l = 0.f;
   // f16 cache: the numerics of llama.cpp's CPU flash attention
   // (ggml_compute_forward_flash_attn_ext_f16_one_chunk, used for prefill and decode when
@@ -152,12 +160,13 @@ void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_he
     qh[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
     acc[i] = 0;
   }
-  for (int p = 0; p < n_keys; ++p) {
+  for (int p = first_key; p < n_keys; ++p) {  // keys before first_key: masked (-inf), skipped as ggml does
     const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
     const auto* kh = static_cast<const uint16_t*>(kv.k) + token_offset(kv, slot, kv_head);
     const auto* vh = static_cast<const uint16_t*>(kv.v) + token_offset(kv, slot, kv_head);
     float s = dot_f16_q(qh, kh, d);
     s *= scale;
+    if (softcap > 0.f) s = softcap * tanh_cr(s);
     float ms = 1.f, vs = 1.f;
     if (s > m) {
       ms = expf_glibc(m - s);

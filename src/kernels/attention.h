@@ -57,9 +57,14 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 /// falls back to the next one down. Every path gives the same bits. F32 and BF16 caches are
 /// scalar; Q8_0 / Q4_0 caches have their own kernels (attention_quant.cc, numerics there)
 /// with the same dispatch.
+/// Gemma's options (defaults: off): `first_key` > 0 — keys [first_key, n_keys) only (a
+/// sliding-window layer: llama.cpp's SWA mask, whose masked keys its flash attention skips);
+/// `softcap` > 0 — attention logit soft-capping as ggml_flash_attn_ext computes it: the scale
+/// is divided by softcap first, then s = softcap · tanh(s · scale) (tanh_cr). Either one runs
+/// the scalar reference of the cache dtype (no SIMD kernel has them yet).
 void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
                           const int32_t* block_table, int n_keys, float scale, float* out,
-                          Isa isa = Isa::kAuto);
+                          Isa isa = Isa::kAuto, int first_key = 0, float softcap = 0.f);
 
 /// Attention for one query token and the n_q query heads that share KV head kv_head (a GQA
 /// group: query heads kv_head * group .. + n_q - 1 in llama.cpp's / HF's head order, or any
@@ -69,9 +74,10 @@ void paged_attention_head(const float* q, const KvLayerView& kv, int kv_head,
 /// operations in the same order, so out row h is bit-identical to
 /// paged_attention_head(q + h * head_dim, kv, kv_head, ..., out + h * head_dim, isa) — for
 /// every isa, n_q and head_dim. Other arguments, isa and fallbacks: as paged_attention_head.
+/// first_key, softcap: as paged_attention_head.
 void paged_attention_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
                            const int32_t* block_table, int n_keys, float scale, float* out,
-                           Isa isa = Isa::kAuto);
+                           Isa isa = Isa::kAuto, int first_key = 0, float softcap = 0.f);
 
 /// f32 row x[0..head_dim) -> one KV row of `dtype` (kv_row_bytes bytes), as kv_store
 /// converts each (token, head) row.
@@ -87,13 +93,13 @@ bool attention_has_simd(Isa isa);
 // paged_attention_group's arguments (n_q = 1: one head) and reproduce the reference bit for
 // bit, head by head.
 void paged_attention_f16_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
-                                int n_keys, float scale, float* out);
+                                int n_keys, float scale, float* out, int first_key = 0, float softcap = 0.f);
 /// Internal: the Q8_0 / Q4_0 / BF16 cache kernels. Scalar reference (attention_quant.cc),
 /// one head per call with paged_attention_head's arguments; the SIMD versions
 /// (attention_quant_simd.inc, Q8_0 / Q4_0 only) take paged_attention_group's and reproduce
 /// it bit for bit, head by head.
 void paged_attention_quant_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
-                                  int n_keys, float scale, float* out);
+                                  int n_keys, float scale, float* out, int first_key = 0, float softcap = 0.f);
 namespace avx2 {
 void paged_attention_quant_group(const float* q, int n_q, const KvLayerView& kv, int kv_head,
                                  const int32_t* block_table, int n_keys, float scale, float* out);

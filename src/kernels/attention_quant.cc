@@ -24,6 +24,7 @@
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/ops.h"
 #include "kernels/expf.h"
 #include "kernels/quant_types.h"
 #include "kernels/quants.h"
@@ -119,8 +120,9 @@ void quantize_kv_row(KvDtype dtype, const float* x, void* row, int head_dim) {
 }
 
 void paged_attention_quant_scalar(const float* q, const KvLayerView& kv, int kv_head, const int32_t* block_table,
-                                  int n_keys, float scale, float* out) {
+                                  int n_keys, float scale, float* out, int first_key, float softcap) {
   const int d = kv.head_dim;
+  if (softcap > 0.f) scale /= softcap;
   const int64_t row = kv_row_bytes(kv.dtype, d);
   const bool bf16 = kv.dtype == KvDtype::BF16;
   BlockQ8_0 q8[kMaxHeadDim / QK8_0];
@@ -133,13 +135,14 @@ void paged_attention_quant_scalar(const float* q, const KvLayerView& kv, int kv_
   float acc[kMaxHeadDim], v32[kMaxHeadDim];
   for (int i = 0; i < d; ++i) acc[i] = 0.f;
   float m = -INFINITY, l = 0.f;
-  for (int p = 0; p < n_keys; ++p) {
+  for (int p = first_key; p < n_keys; ++p) {
     const int64_t slot = static_cast<int64_t>(block_table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
     const int64_t off = (slot * kv.n_kv_heads + kv_head) * row;
     const uint8_t* kr = static_cast<const uint8_t*>(kv.k) + off;
     const uint8_t* vr = static_cast<const uint8_t*>(kv.v) + off;
     float s = bf16 ? dot_bf16(qb, reinterpret_cast<const uint16_t*>(kr), d) : dot_q_kv(kv.dtype, kr, q8, d);
     s *= scale;
+    if (softcap > 0.f) s = softcap * tanh_cr(s);
     float ms = 1.f, vs = 1.f;
     if (s > m) {
       ms = expf_glibc(m - s);

@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
+#include "base/fp16.h"
 #include "kernels/ops_simd.h"
 
 namespace pdserve::kernels {
@@ -95,6 +97,40 @@ void swiglu(float* gate, const float* up, int n, Isa isa) {
       for (int i = 0; i < n_vec; ++i) gate[i] = silu_v_expf(gate[i]) * up[i];
   }
   for (int i = n_vec; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+namespace {
+
+// ggml_table_gelu_f16 (ggml_cpu_init): f16 GELU of every f16 value.
+const uint16_t* gelu_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(1 << 16);
+    constexpr float kCoefA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    for (int i = 0; i < (1 << 16); ++i) {
+      const float x = fp16_to_fp32(static_cast<uint16_t>(i));
+      const float inner = kSqrt2OverPi * x * std::fma(kCoefA * x, x, 1.0f);
+      t[i] = fp32_to_fp16(0.5f * x * (1.0f + tanh_cr(inner)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+}  // namespace
+
+void geglu(float* gate, const float* up, int n) {
+  const uint16_t* table = gelu_table();
+  for (int i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) gate[i] = 0.0f;
+    else if (x >= 10.0f) gate[i] = x * up[i];
+    else gate[i] = fp16_to_fp32(table[fp32_to_fp16(x)]) * up[i];
+  }
+}
+
+void softcap_inplace(float* x, int n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int i = 0; i < n; ++i) x[i] = tanh_cr(x[i] * inv) * cap;
 }
 
 void add_inplace(float* out, const float* x, int n) {

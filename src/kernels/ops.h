@@ -2,6 +2,7 @@
 // All take row-major float32 arrays; n is the row length.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
@@ -39,10 +40,28 @@ void rope_apply(float* x, int rot_dim, const float* cs, bool neox);
 /// batch). Every `isa` path (cpu_features.h; kAuto = best_isa()) gives the same bits.
 void swiglu(float* gate, const float* up, int n, Isa isa = Isa::kAuto);
 
+/// GeGLU gate (Shazeer 2020; Gemma) on one token row: gate[i] = gelu(gate[i]) * up[i], with
+/// ggml's tanh-approximation GELU as ggml_vec_geglu_f32 computes it (GGML_GELU_FP16): 0 for
+/// x <= -10, x for x >= 10, else the f16 table value at f16(x), the table holding
+/// f16(0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))) for every f16 x (tanh_cr, and the FMA
+/// GCC contracts 1 + a·x·x into).
+void geglu(float* gate, const float* up, int n);
+
+/// tanhf correctly rounded, = (float) tanh((double) x): the reference engine's glibc
+/// (2.41+, CORE-MATH) tanhf, which this machine's older glibc tanhf is not (it differs in the
+/// last bit for ~3 % of inputs). Gemma's soft-capping and GELU use it.
+inline float tanh_cr(float x);
+
+/// x[i] = cap · tanh_cr(x[i] · (1/cap)) for i < n: final logit soft-capping as llama.cpp's
+/// graph computes it (ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap).
+void softcap_inplace(float* x, int n, float cap);
+
 /// out[i] += x[i].
 void add_inplace(float* out, const float* x, int n);
 
 /// log-softmax of `logits` into `out` (n values), computed in double for stability.
 void log_softmax(const float* logits, float* out, int n);
+
+inline float tanh_cr(float x) { return static_cast<float>(std::tanh(static_cast<double>(x))); }
 
 }  // namespace pdserve::kernels

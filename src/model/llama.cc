@@ -1,4 +1,4 @@
-// Forward pass of the llama family (llama, qwen2, qwen3, phi3) over a mixed prefill/decode batch.
+// Forward pass of the llama family (llama, qwen2, qwen3, phi3, gemma2) over a mixed prefill/decode batch.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -83,16 +83,26 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     kernels::matmul_multi(gate_up, 2, xn, m, ord);
     prof.mark(Op::kGateUp);
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
-    for (int t = 0; t < m; ++t) kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+    for (int t = 0; t < m; ++t) {
+      if (c.geglu) kernels::geglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+      else kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+    }
     prof.mark(Op::kSwiglu);
     kernels::matmul(L.w_down, gate, m, proj, ord);
     prof.mark(Op::kDown);
+    if (L.ffn_post_norm)
+      for (int t = 0; t < m; ++t) kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.ffn_post_norm, E, c.rms_eps);
     kernels::add_inplace(xs, proj, m * E);
     prof.mark(Op::kOther);
   };
 
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
-  for (int t = 0; t < n; ++t) kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], x + static_cast<size_t>(t) * E);
+  for (int t = 0; t < n; ++t) {
+    float* xt = x + static_cast<size_t>(t) * E;
+    kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], xt);
+    if (c.embd_scale)  // gemma: ggml_scale(inpL, sqrtf(n_embd))
+      for (int i = 0; i < E; ++i) xt[i] *= std::sqrt(static_cast<float>(E));
+  }
   prof.mark(Op::kEmbed);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
@@ -141,7 +151,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
       for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
       for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
       if (c.q_prescale)
-        for (int i = 0; i < nq; ++i) q[size_t(t) * nq + i] *= scale;
+        for (int i = 0; i < nq; ++i) q[size_t(t) * nq + i] *= c.q_scale;
       kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
     }
     prof.mark(Op::kRope);
@@ -150,14 +160,19 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     // call, so each K/V row is read and converted once for all of them; the group is split
     // into parts only when there are too few tasks to share evenly among the threads (e.g.
     // one decode token with a single KV head). Bit-identical whatever the split.
+    // A sliding-window layer: the query at position p sees keys p − window + 1 .. p
+    // (llama.cpp LLAMA_SWA_TYPE_STANDARD masks p − key >= window), i.e. the last `window`
+    // of its keys_of(t) keys.
+    const bool swa = c.is_swa_layer(l);
 #pragma omp parallel for schedule(dynamic, 1) collapse(3) if (attn_threads > 1)
     for (int t = 0; t < n; ++t)
       for (int g = 0; g < c.n_head_kv; ++g)
         for (int part = 0; part < attn_parts; ++part) {
           const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
+          const int first_key = swa ? std::max(0, batch.keys_of(t) - c.sliding_window) : 0;
           kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
                                          batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale,
-                                         &attn[size_t(t) * nq + h0 * hd]);
+                                         &attn[size_t(t) * nq + h0 * hd], kernels::Isa::kAuto, first_key, c.attn_softcap);
         }
     if (want_mass) {
       // H2O attention mass: a second pass over K (kernels/attention_scores.h), one task per
@@ -174,6 +189,10 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     prof.mark(Op::kAttention);
     kernels::matmul(L.wo, attn, n, proj, order);
     prof.mark(Op::kWo);
+    if (L.attn_post_norm) {
+#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
+      for (int t = 0; t < n; ++t) kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.attn_post_norm, E, c.rms_eps);
+    }
     kernels::add_inplace(x, proj, n * E);
     prof.mark(Op::kOther);
 
@@ -196,6 +215,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   for (int i = 0; i < n_out; ++i) kernels::rms_norm(&h[size_t(i) * E], &xo[size_t(i) * E], weights_.output_norm, E, c.rms_eps);
   prof.mark(Op::kOutputNorm);
   kernels::matmul(weights_.output, h, n_out, logits, nullptr);  // one output row per prompt: decode order
+  if (c.final_softcap > 0.f) kernels::softcap_inplace(logits, n_out * c.n_vocab, c.final_softcap);
   prof.mark(Op::kOutput);
   return logits;
 }

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 namespace pdserve::model {
 
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
@@ -7,9 +9,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto arch = f.require_string("general.architecture");
   if (!arch.ok()) return arch.status();
   c.arch = arch.value();
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3")
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3" && c.arch != "gemma2")
     return Status::InvalidArgument("unsupported architecture '" + c.arch +
-                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3)");
+                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3, gemma2)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
   auto req = [&](const std::string& key, int& out) -> Status {
@@ -49,7 +51,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (auto n = f.get_int(p + "expert_count"); n && *n > 0)
     return Status::InvalidArgument("metadata key '" + p + "expert_count' is " + std::to_string(*n) +
                                    ": mixture-of-experts models are not supported");
-  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3";
+  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma2";
   c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
   c.rope_orig_ctx = static_cast<int>(f.get_int(p + "rope.scaling.original_context_length").value_or(c.n_ctx));
   // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
@@ -57,7 +59,20 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   // to the whole context there; we do the same to match it.
   c.sliding_window = static_cast<int>(f.get_int(p + "attention.sliding_window").value_or(0));
   c.qk_norm = c.arch == "qwen3";
-  c.q_prescale = c.arch == "phi3";
+  c.q_prescale = c.arch == "phi3" || c.arch == "gemma2";
+  c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.arch == "gemma2") {
+    // llama.cpp (llama_model gemma2 hparams): window 4096 unless the key says otherwise,
+    // every even layer windowed, soft caps 50 / 30 unless given, and Q scaled by
+    // 1/sqrt(head_dim) — 1/sqrt(n_embd / n_head) for the 27B (46 layers), as Gemma's
+    // query_pre_attn_scalar (the converter writes no key for it).
+    c.sliding_window = static_cast<int>(f.get_int(p + "attention.sliding_window").value_or(4096));
+    c.swa_pattern = 2;
+    c.embd_scale = c.geglu = c.post_norms = true;
+    c.attn_softcap = static_cast<float>(f.get_float(p + "attn_logit_softcapping").value_or(50.0));
+    c.final_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(30.0));
+    if (c.n_layer == 46) c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (const gguf::Array* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int>(toks->items.size());
   return c;

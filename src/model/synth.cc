@@ -52,6 +52,12 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
                     2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f, 2.0299997329711914f,
                     2.0799996852874756f, 2.0899996757507324f, 2.189999580383301f,  2.2199995517730713f, 2.5899994373321533f,
                     2.729999542236328f,  2.749999523162842f,  2.8399994373321533f};
+  } else if (name == "gemma-2-2b") {
+    // google/gemma-2-2b config.json: head_dim 256 over a hidden size of 2304, query_pre_attn_scalar
+    // 256 (= head_dim: llama.cpp's default scale), sliding_window 4096 on every even layer.
+    s.arch = "gemma2"; s.n_embd = 2304; s.n_layer = 26; s.n_head = 8; s.n_head_kv = 4; s.head_dim = 256; s.n_ff = 9216;
+    s.n_vocab = 256000; s.n_ctx = 8192; s.rope_base = 10000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
+    s.sliding_window = 4096; s.attn_softcap = 50.f; s.final_softcap = 30.f;
   } else if (name == "qwen2.5-0.5b") {
     s.arch = "qwen2"; s.n_embd = 896; s.n_layer = 24; s.n_head = 14; s.n_head_kv = 2; s.n_ff = 4864;
     s.n_vocab = 151936; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
@@ -64,7 +70,7 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
 }
 
 std::vector<std::string> builtin_shape_names() {
-  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini"};
+  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini", "gemma-2-2b"};
 }
 
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim) {
@@ -115,7 +121,7 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float sigma, float*
 Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, const std::string& out) {
   auto plan = parse_quantize_type(opt.type);
   if (!plan.ok()) return plan.status();
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3")
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "gemma2")
     return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
       (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 || s.head_dim < 0 || s.head_dim % 2 != 0)
@@ -149,6 +155,8 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
           Value::f32(scale > 1.0 ? static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))) : 1.0f));
   }
   if (s.sliding_window >= 0) w.set(p + "attention.sliding_window", Value::u32(s.sliding_window));
+  if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", Value::f32(s.attn_softcap));
+  if (s.final_softcap > 0) w.set(p + "final_logit_softcapping", Value::f32(s.final_softcap));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
   w.set("general.file_type", Value::u32(plan.value().file_type));
   if (kernels::is_quantized(plan.value().base)) w.set("general.quantization_version", Value::u32(2));
@@ -194,6 +202,8 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       ts.push_back({b + "attn_k_norm.weight", {hd}, -1, true});
     }
     ts.push_back({b + "attn_output.weight", {q, e}, -1});
+    // gemma2's post-norms N(1, 0.1), so that a norm applied in the wrong place shows.
+    if (s.arch == "gemma2") ts.push_back({b + "post_attention_norm.weight", {e}, -1, true});
     ts.push_back({b + "ffn_norm.weight", {e}, 1.f});
     if (s.arch == "phi3") {
       ts.push_back({b + "ffn_up.weight", {e, 2 * int64_t{s.n_ff}}, -1});  // gate rows, then up rows
@@ -202,6 +212,7 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       ts.push_back({b + "ffn_up.weight", {e, s.n_ff}, -1});
     }
     ts.push_back({b + "ffn_down.weight", {s.n_ff, e}, -1});
+    if (s.arch == "gemma2") ts.push_back({b + "post_ffw_norm.weight", {e}, -1, true});
   }
   // Last, so that the other tensors' random streams (keyed by index) do not depend on them.
   if (s.llama3_factor > 0) ts.push_back({"rope_freqs.weight", {hd / 2}, 0.f, false, llama3_rope_freqs(s, static_cast<int>(hd))});

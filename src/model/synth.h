@@ -16,7 +16,8 @@ namespace pdserve::model {
 struct ShapeSpec {
   std::string name;           // general.name
   std::string arch = "llama"; // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K
-                              // RMSNorm, NeoX RoPE) or "phi3" (fused attn_qkv and gate/up, NeoX RoPE)
+                              // RMSNorm, NeoX RoPE), "phi3" (fused attn_qkv and gate/up, NeoX RoPE)
+                              // or "gemma2" (post-attention / post-FFN norms, soft caps, window)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -41,7 +42,9 @@ struct ShapeSpec {
   // sqrt(1 + ln(n_ctx / orig) / ln(orig)), as rope.scaling.attn_factor. Empty = none.
   std::vector<float> rope_long, rope_short;
   int rope_orig_ctx = 0;
-  int sliding_window = -1;    // attention.sliding_window (phi3), -1 = not written
+  int sliding_window = -1;    // attention.sliding_window (phi3, gemma2), -1 = not written
+  float attn_softcap = 0.f;   // gemma2: attn_logit_softcapping, written when > 0
+  float final_softcap = 0.f;  // gemma2: final_logit_softcapping, written when > 0
 };
 
 /// Llama 3's per-pair RoPE frequency factors for head dimension `dim` (convert_hf_to_gguf.py
@@ -51,7 +54,8 @@ struct ShapeSpec {
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim);
 
 /// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
-/// "phi-3.5-mini" (real configs; tests scale layers and vocabulary down). Error lists them.
+/// "phi-3.5-mini", "gemma-2-2b" (real configs; tests scale layers, vocabulary and the
+/// sliding window down). Error lists them.
 Result<ShapeSpec> builtin_shape(const std::string& name);
 std::vector<std::string> builtin_shape_names();
 

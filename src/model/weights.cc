@@ -105,6 +105,10 @@ Result<Weights> Weights::bind(const gguf::GgufFile& f, const ModelConfig& c) {
       L.k_norm = b.vec(p + "attn_k_norm.weight", c.head_dim);
     }
     L.ffn_norm = b.vec(p + "ffn_norm.weight", e);
+    if (c.post_norms) {
+      L.attn_post_norm = b.vec(p + "post_attention_norm.weight", e);
+      L.ffn_post_norm = b.vec(p + "post_ffw_norm.weight", e);
+    }
     if (c.arch == "phi3") {
       const kernels::WeightView up = b.matrix(p + "ffn_up.weight", e, 2 * int64_t{c.n_ff});
       L.w_gate = Binder::rows_of(up, 0, c.n_ff);

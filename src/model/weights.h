@@ -22,6 +22,8 @@ struct LayerWeights {
   const float* q_norm = nullptr;                 // [hd] per-head RMSNorm weight (qwen3)
   const float* k_norm = nullptr;                 // [hd]
   const float* ffn_norm = nullptr;               // [n_embd]
+  const float* attn_post_norm = nullptr;         // [n_embd] gemma2: post_attention_norm
+  const float* ffn_post_norm = nullptr;          // [n_embd] gemma2: post_ffw_norm
   kernels::WeightView w_gate, w_up, w_down;      // [n_ff, n_embd] ×2, [n_embd, n_ff]
   // phi3 stores Q, K and V as one attn_qkv [n_embd, (n_head + 2·n_kv)·hd] and gate and up as
   // one ffn_up [n_embd, 2·n_ff] (gate first, as ggml_swiglu splits it): wq/wk/wv and

@@ -9,7 +9,7 @@ PORT=${PORT:-18971}
 TMP=${TMPDIR:-/tmp}/pdserve-arch-refs
 PDSERVE=${PDSERVE:-build/pdserve}
 mkdir -p "$TMP"
-# name                 shape          layers  type    vocab (tokenizer GGUF)                        -c
+# name                 shape          layers  type    vocab (tokenizer GGUF)                        -c    [sliding window]
 rows=(
   "llama3-f16          llama-3.2-1b   2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
   "llama3-q8_0         llama-3.2-1b   2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
@@ -21,14 +21,16 @@ rows=(
   "phi3-f16-ctx8192    phi-3.5-mini   1       F16     ../shared/tokenizer/ggml-vocab-phi-3.gguf     8192"
   "phi3-q8_0           phi-3.5-mini   1       Q8_0    ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
   "phi3-q4_k_m         phi-3.5-mini   1       Q4_K_M  ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
+  "gemma2-f16          gemma-2-2b     2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
 )
 # Four of the six prompts of ../shared/reference, 16 tokens each (the files are 0.3-0.6 GB: kept short).
 prompts=('Hello world' 'The quick brown fox jumps over the lazy dog.' 'Привет мир 🦙 日本語' '1 2 3 4 5 6 7 8 9 10')
 for row in "${rows[@]}"; do
-  read -r name shape layers type vocab ctx <<< "$row"
+  read -r name shape layers type vocab ctx window <<< "$row"
   if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
-  model="$TMP/synth-$shape-$layers-$type.gguf"
-  [ -f "$model" ] || "$PDSERVE" synth --shape "$shape" --layers "$layers" --type "$type" --vocab-from "$vocab" --seed 1 -o "$model"
+  model="$TMP/synth-$shape-$layers-$type${window:+-w$window}.gguf"
+  [ -f "$model" ] || "$PDSERVE" synth --shape "$shape" --layers "$layers" --type "$type" --vocab-from "$vocab" --seed 1 \
+    ${window:+--sliding-window "$window"} -o "$model"
   ../shared/tools/peer.sh llama-server -m "$model" --port "$PORT" -t 1 -c "$ctx" -np 1 --no-webui --no-jinja \
     > "$TMP/server-$name.log" 2>&1 &
   pid=$!

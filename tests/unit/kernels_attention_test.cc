@@ -294,5 +294,45 @@ TEST(AttentionTest, ScalarIsAttention) {
   for (int i = 0; i < d; ++i) EXPECT_NEAR(out[i], o[i] / z, 2e-2) << i;
 }
 
+
+// Gemma's options: a sliding window (keys [first_key, n) only) and logit soft-capping
+// (s = cap · tanh(q·k · scale / cap)) against the same double-precision attention, for the
+// one-head and grouped entry points (2 query heads on one KV head: bit-identical per head).
+TEST(AttentionTest, WindowAndSoftcapAreAttention) {
+  std::mt19937 rng(13);
+  const int d = 64, n = 90, first = 37;
+  const float scale = 0.125f, cap = 2.0f;  // a small cap, so that tanh bends the scores
+  RandomCache c = make_cache(d, 1, 16, n, 1.f, 1.f, rng);
+  std::vector<float> q(2 * d), out(d), grp(2 * d);
+  std::normal_distribution<float> qd(0.f, 1.f);
+  for (float& x : q) x = qd(rng);
+  paged_attention_head(q.data(), c.view, 0, c.table.data(), n, scale, out.data(), Isa::kAuto, first, cap);
+  paged_attention_group(q.data(), 2, c.view, 0, c.table.data(), n, scale, grp.data(), Isa::kAuto, first, cap);
+  EXPECT_EQ(std::memcmp(out.data(), grp.data(), sizeof(float) * d), 0);
+  auto at = [&](const std::vector<uint16_t>& pool, int p, int i) {
+    return fp16_to_fp32(pool[(size_t(c.table[p / 16]) * 16 + p % 16) * d + i]);
+  };
+  std::vector<double> s(n), o(d, 0.0);
+  double mx = -INFINITY, z = 0.0;
+  for (int p = first; p < n; ++p) {
+    double dot = 0;
+    for (int i = 0; i < d; ++i) dot += double(q[i]) * at(c.k, p, i);
+    s[p] = cap * std::tanh(dot * scale / cap);
+    mx = std::max(mx, s[p]);
+  }
+  for (int p = first; p < n; ++p) {
+    const double w = std::exp(s[p] - mx);
+    z += w;
+    for (int i = 0; i < d; ++i) o[i] += w * at(c.v, p, i);
+  }
+  for (int i = 0; i < d; ++i) EXPECT_NEAR(out[i], o[i] / z, 2e-2) << i;
+  // Without the options the result is another one (the test can fail).
+  std::vector<float> plain(d);
+  paged_attention_head(q.data(), c.view, 0, c.table.data(), n, scale, plain.data());
+  double diff = 0;
+  for (int i = 0; i < d; ++i) diff = std::max(diff, std::fabs(double(plain[i]) - o[i] / z));
+  EXPECT_GT(diff, 0.05);
+}
+
 }  // namespace
 }  // namespace pdserve::kernels

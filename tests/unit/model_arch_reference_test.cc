@@ -1,7 +1,7 @@
 // The issue-#19 architectures against the reference engine (llama.cpp build 11669, haswell
 // backend; tests/data/README.md "Architecture references"): `llama` with Llama 3 RoPE
-// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm) and `phi3` (fused QKV and
-// gate/up, long-RoPE factors and attention factor). Each file is made here by
+// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm), `phi3` (fused QKV and
+// gate/up, long-RoPE factors and attention factor) and `gemma2`. Each file is made here by
 // model::synth_model (= `pdserve synth`, same seed as the reference's) from a built-in
 // shape scaled down in layers and vocabulary (see the README), then compared with
 // tests/data/arch-*.json: teacher-forced log-probs of the reference's top-5 within `tol` at
@@ -76,7 +76,9 @@ void expect_matches(model::Model& m, const std::string& model_path, const std::s
     for (size_t i = 0; i < steps.size(); ++i) {
       max_err = std::max(max_err, steps[i].err);
       EXPECT_LE(steps[i].err, tol) << name << " prompt '" << c.prompt << "' step " << i;
-      if (!steps[i].near_tie) EXPECT_TRUE(steps[i].argmax_ok) << name << " prompt '" << c.prompt << "' step " << i;
+      if (!steps[i].near_tie) {
+        EXPECT_TRUE(steps[i].argmax_ok) << name << " prompt '" << c.prompt << "' step " << i;
+      }
     }
     const size_t n_check = testing::steps_before_near_tie(steps, c.tokens.size());
     EXPECT_EQ(testing::greedy_steps_equal(m, c, n_check), n_check) << name << " free-running, prompt '" << c.prompt << "'";
@@ -113,8 +115,19 @@ TEST(ModelArchReference, Llama3F16) {
   EXPECT_GT(e, 3 * ours);
 }
 
-// Q8_0: against the haswell reference the strict 0.02 does not hold (measured max 0.029, as
-// for the older llama-small files: haswell vs the AVX-512 numerics we copy); 0.035 here.
+// Q8_0: the issue's 0.02 does not hold against these haswell references, and the cause is
+// the reference's backend, not our kernels: measured max 0.0289 here (Qwen3 0.0207, Phi3
+// 0.0258), hence 0.035. The difference is the Q·K dot of its flash attention over the f16
+// cache, ggml_vec_dot_f16, whose haswell build sums four 8-lane FMA accumulators over
+// 32-value chunks and folds them with hadd, where the AVX-512 build we reproduce
+// (kernels/attention.cc dot_f16_q; ../shared/reference's zen4 references) uses four 16-lane
+// ones over 64-value chunks. Measured 2026-12-02: with dot_f16_q switched to the haswell
+// order (an experiment, not kept), this file matches its reference to print precision
+// (0.0000) at every step of all four prompts. The Q8_0 integer dots themselves agree: on
+// ../shared/models/synth-llama-small-q8_0.gguf (head_dim 32, no 64-value chunk in either
+// order) a haswell reference equals the AVX-512 one and our log-probs match both to 0.0000.
+// The scores differ in their last bits only; a Q8_0 activation rounding that flips on them
+// moves these random-weight models' log-probs by 0.01-0.03.
 TEST(ModelArchReference, Llama3Q8_0) {
   SynthFile f("llama-3.2-1b", 2, "Q8_0", kSpmVocab);
   auto m = load(f.path(), 2048);
@@ -122,8 +135,8 @@ TEST(ModelArchReference, Llama3Q8_0) {
   expect_matches(*m, f.path(), "tests/data/arch-llama3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Llama3Q4_K_M) {
+// Measured max 0.0449 (issue tolerance 0.08).
+TEST(ModelArchReference, Llama3Q4_K_M) {
   SynthFile f("llama-3.2-1b", 2, "Q4_K_M", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
@@ -141,16 +154,16 @@ TEST(ModelArchReference, Qwen3F16) {
   expect_matches(*m, f.path(), "tests/data/arch-qwen3-f16.json", 0.02);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Qwen3Q8_0) {
+// Measured max 0.0207: above 0.02 for the reason given at Llama3Q8_0 (0.035 as there).
+TEST(ModelArchReference, Qwen3Q8_0) {
   SynthFile f("qwen3-0.6b", 2, "Q8_0", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-qwen3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Qwen3Q4_K_M) {
+// Measured max 0.0266 (0.08).
+TEST(ModelArchReference, Qwen3Q4_K_M) {
   SynthFile f("qwen3-0.6b", 2, "Q4_K_M", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
@@ -176,20 +189,45 @@ TEST(ModelArchReference, Phi3F16ShortAndLongFactors) {
   EXPECT_GT(e, 0.1);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Phi3Q8_0) {
+// Measured max 0.0258: above 0.02 for the reason given at Llama3Q8_0 (0.035 as there).
+TEST(ModelArchReference, Phi3Q8_0) {
   SynthFile f("phi-3.5-mini", 1, "Q8_0", kPhi3Vocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-phi3-q8_0.json", 0.035);
 }
 
-// Not run yet (deadline): enable once it has passed here.
-TEST(ModelArchReference, DISABLED_Phi3Q4_K_M) {
+// Measured max 0.0503 (0.08).
+TEST(ModelArchReference, Phi3Q4_K_M) {
   SynthFile f("phi-3.5-mini", 1, "Q4_K_M", kPhi3Vocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-phi3-q4_k_m.json", 0.08);
+}
+
+// --- gemma2 (gemma-2-2b: embeddings × sqrt(2304), GeGLU, post-attention / post-FFN norms,
+// attention soft cap 50 and final soft cap 30, head_dim 256 over 2304, every even layer a
+// sliding-window layer). The window is scaled down from 4096 to 8 tokens (`pdserve synth
+// --sliding-window 8`), so that within these 20-30-token runs layer 0 attends to its last
+// 8 keys only and layer 1 to all of them. ---
+
+TEST(ModelArchReference, Gemma2F16) {
+  SynthFile f("gemma-2-2b", 2, "F16", kSpmVocab, [](model::ShapeSpec& s) { s.sliding_window = 8; });
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->config().arch, "gemma2");
+  ASSERT_TRUE(m->config().is_swa_layer(0));
+  ASSERT_FALSE(m->config().is_swa_layer(1));
+  expect_matches(*m, f.path(), "tests/data/arch-gemma2-f16.json", 0.02);
+  // Control: the same weights with the real window (4096: nothing falls out of it here)
+  // miss the reference, so the window is what the reference ran with and what we apply.
+  SynthFile wide("gemma-2-2b", 2, "F16", kSpmVocab, [](model::ShapeSpec& s) { s.sliding_window = 4096; }, "-wide");
+  auto w = load(wide.path(), 2048);
+  ASSERT_TRUE(w);
+  const double ours = max_error(*m, f.path(), "tests/data/arch-gemma2-f16.json");
+  const double e = max_error(*w, wide.path(), "tests/data/arch-gemma2-f16.json");
+  std::printf("control: without the window, max |logprob err| %.4f (with: %.4f)\n", e, ours);
+  EXPECT_GT(e, 0.1);
 }
 
 // --- The loader names what it cannot run, in one line ---
@@ -198,7 +236,11 @@ TEST(ModelArchReference, DISABLED_Phi3Q4_K_M) {
 /// tensor `halve` cut to its first half of rows. Returns the load error ("" if it loads).
 std::string load_error(const std::string& arch, std::vector<std::pair<std::string, gguf::Value>> set, const std::string& drop = "",
                        const std::string& halve = "") {
-  model::ShapeSpec s = model::builtin_shape(arch == "qwen3" ? "qwen3-0.6b" : arch == "phi3" ? "phi-3.5-mini" : "llama-3.2-1b").value();
+  model::ShapeSpec s = model::builtin_shape(arch == "qwen3"    ? "qwen3-0.6b"
+                                            : arch == "phi3"   ? "phi-3.5-mini"
+                                            : arch == "gemma2" ? "gemma-2-2b"
+                                                               : "llama-3.2-1b")
+                           .value();
   s.n_embd = 64; s.n_layer = 1; s.n_head = 4; s.n_head_kv = 2; s.n_ff = 128; s.n_vocab = 64;
   if (s.head_dim) s.head_dim = 32;
   const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
@@ -231,6 +273,9 @@ TEST(ModelArchLoader, NamesTheMissingOrWrongTensorOrKey) {
   EXPECT_EQ(load_error("qwen3", {}), "");
   EXPECT_EQ(load_error("phi3", {}), "");
   EXPECT_EQ(load_error("llama", {}), "");
+  EXPECT_EQ(load_error("gemma2", {}), "");
+  EXPECT_NE(load_error("gemma2", {}, "blk.0.post_ffw_norm.weight").find("missing tensor 'blk.0.post_ffw_norm.weight'"),
+            std::string::npos);
   EXPECT_NE(load_error("qwen3", {}, "blk.0.attn_k_norm.weight").find("missing tensor 'blk.0.attn_k_norm.weight'"), std::string::npos);
   EXPECT_NE(load_error("phi3", {}, "", "blk.0.ffn_up.weight").find("tensor 'blk.0.ffn_up.weight' has shape [64, 128], expected [64, 256]"),
             std::string::npos);
@@ -241,7 +286,7 @@ TEST(ModelArchLoader, NamesTheMissingOrWrongTensorOrKey) {
                 .find("metadata key 'llama.rope.scaling.type' is 'yarn': not supported"),
             std::string::npos);
   EXPECT_NE(load_error("llama", {{"llama.expert_count", Value::u32(8)}}).find("metadata key 'llama.expert_count' is 8"), std::string::npos);
-  EXPECT_NE(load_error("llama", {{"general.architecture", Value::str("gemma2")}}).find("unsupported architecture 'gemma2'"),
+  EXPECT_NE(load_error("llama", {{"general.architecture", Value::str("gemma3")}}).find("unsupported architecture 'gemma3'"),
             std::string::npos);
 }
 
