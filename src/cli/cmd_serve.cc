@@ -51,7 +51,7 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--max-grammar-states", a.max_grammar_states,
                  "elements of a structured-output or tools grammar once its repetitions and rule "
                  "references are expanded (nested repetitions multiply; 400 beyond)")
-      ->default_val(50000)
+      ->default_val(1000000)
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   cmd.add_option("--chat-template-file", a.chat_template_file,
                  "Jinja chat template file used instead of the model's tokenizer.chat_template")

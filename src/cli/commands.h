@@ -63,7 +63,7 @@ struct HttpArgs {
   size_t max_stop_length = 256;
   int max_prompt_tokens = 0;
   int max_completion_tokens = 0;  // --max-completion-tokens (0 = up to the context end)
-  size_t max_grammar_states = 50000;  // --max-grammar-states
+  size_t max_grammar_states = 1000000;  // --max-grammar-states
   std::string chat_template_file;  // --chat-template-file
   std::string chat_template_date;  // --chat-template-date YYYY-MM-DD (empty: today, UTC)
 };

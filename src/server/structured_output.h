@@ -22,7 +22,7 @@
 namespace pdserve::server {
 
 /// --max-grammar-states's default: grammar elements after expansion.
-inline constexpr uint64_t kDefaultMaxGrammarStates = 50000;
+inline constexpr uint64_t kDefaultMaxGrammarStates = 1000000;
 
 /// Reads the fields above from request object `obj`; on success sets `params.grammar`
 /// (left empty when none is given or response_format is text) and `*field` (optional)

@@ -251,7 +251,7 @@ TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
 }
 
 TEST(HttpLimits, AGrammarExpandingPastTheCapGetsA400AndTheNextRequestIsServed) {
-  // 20000: ([a-z]{100}){100} expands to 30,401 elements, under the default 50000 (it
+  // 20000: ([a-z]{100}){100} expands to 30,401 elements, under the default 1,000,000 (it
   // costs ~10,000 matcher states); the other cases are 10^6 and more, past any cap.
   testing::ServerProcess srv({"--max-grammar-states", "20000"});
   ASSERT_TRUE(srv.ready()) << srv.error();

@@ -19,7 +19,7 @@ using namespace pdserve::grammar;
 
 namespace {
 
-constexpr uint64_t kCap = 50000;  // the server's default --max-grammar-states
+constexpr uint64_t kCap = 1000000;  // the server's default --max-grammar-states
 
 uint64_t size_of(const std::string& gbnf) {
   auto g = parse_gbnf(gbnf);
@@ -146,6 +146,7 @@ TEST(GrammarSizeTest, OrdinaryGrammarsFitTheDefault) {
   EXPECT_LE(size_of(json_object_gbnf()), kCap);
   const char* schema = R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 100}, "age": {"type": "integer"},
+      "bio": {"type": "string", "maxLength": 10000},
       "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
       "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}},
       "required": ["name"]})";
