@@ -413,7 +413,10 @@ bool EngineImpl::step() {
   const int n_vocab = model_->config().n_vocab;
   const double forward_start = now_seconds();
   const float* logits = model_->forward(batch, kv_.layers());  // the model's workspace, valid this step
-  sched_.observe_step(batch.n_tokens(), now_seconds() - forward_start);  // sizes chunks under TPOT targets
+  const double forward_s = now_seconds() - forward_start;
+  sched_.observe_step(batch.n_tokens(), forward_s);  // sizes chunks under TPOT targets
+  PDS_LOG_DEBUG("step: {} sequences, {} tokens, {} logits rows, {} waiting; forward {:.1f} ms", plan.size(),
+                batch.n_tokens(), batch.logits_rows.size(), sched_.num_waiting(), forward_s * 1e3);
 
   size_t row = 0;
   mass_at = 0;

@@ -174,6 +174,9 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
       }
       s.num_computed += added;
     }
+    // Into the next block at token granularity: a prompt cached in full computes only
+    // its last token (its logits), not the whole last block.
+    s.num_computed += kv_.match_partial_block(s.kv, s.tokens.data(), max_hit);
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt

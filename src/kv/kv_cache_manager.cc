@@ -32,6 +32,26 @@ int KvCacheManager::match_prefix(KvSeq& seq, const std::string& ns, const int32_
   return seq.num_cached_blocks * block_size();
 }
 
+int KvCacheManager::match_partial_block(KvSeq& seq, const int32_t* tokens, int max_tokens) {
+  if (!cache_ || !seq.cache_node || seq.num_evicted > 0 || seq.num_blocks() != seq.num_cached_blocks) return 0;
+  const int hit = seq.num_cached_blocks * block_size();
+  const int want = std::min(max_tokens - hit, block_size() - 1);
+  if (want <= 0) return 0;
+  int shared = 0;
+  RadixCache::Node* src = cache_->match_partial(node_of(seq), tokens + hit, want, &shared);
+  if (!src) return 0;
+  // Locked while a block is taken, so the eviction that may make room cannot pick it.
+  cache_->lock(src);
+  std::vector<int32_t> copy;
+  const bool ok = take_blocks(1, copy);
+  if (ok) {
+    storage_.copy_block(RadixCache::block_of(src), copy[0]);
+    seq.block_table.blocks.push_back(copy[0]);
+  }
+  cache_->unlock(src);
+  return ok ? shared : 0;
+}
+
 bool KvCacheManager::take_blocks(int n, std::vector<int32_t>& out) {
   if (n > pool_->num_free() && cache_) cache_->evict(n - pool_->num_free());
   return pool_->allocate(n, out);

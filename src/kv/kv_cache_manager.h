@@ -88,6 +88,17 @@ class KvCacheManager {
   /// Returns the tokens hit (a multiple of the block size; 0 without prefix caching).
   int match_prefix(KvSeq& seq, const std::string& ns, const int32_t* tokens, int max_tokens);
 
+  /// After match_prefix (and any import_blocks): extends `seq`'s hit into the next block
+  /// at token granularity. When a cached block under the matched path starts with the
+  /// next tokens of `tokens` (at most `max_tokens` in all, so the hit stays below
+  /// max_tokens as match_prefix's does), `seq` gets a private copy of that block
+  /// (copy-on-write: its later positions are overwritten as `seq` computes them) and the
+  /// agreeing tokens count as computed. Returns the tokens added (0 ..  block_size - 1;
+  /// 0 without a match, without prefix caching, or when no block can be taken). Cost: one
+  /// block copy (K and V of every layer). So a prompt cached in full computes only its
+  /// last token, not its whole last block.
+  int match_partial_block(KvSeq& seq, const int32_t* tokens, int max_tokens);
+
   /// Gives `seq` slots for positions [0, num_tokens) (less its evicted ones), evicting unreferenced cached
   /// blocks when the free list is short. All or nothing: false (and nothing taken) when
   /// the pool cannot supply them.

@@ -236,6 +236,22 @@ RadixCache::Node* RadixCache::match_prefix(const std::string& ns, const int32_t*
   return node;
 }
 
+RadixCache::Node* RadixCache::match_partial(Node* parent, const int32_t* tokens, int max_tokens, int* shared) {
+  assert(max_tokens < block_size_);
+  Node* best = nullptr;
+  int best_len = 0;
+  for (Node* c : parent->children) {  // every child (the hash index is over whole blocks)
+    int n = 0;
+    while (n < max_tokens && c->tokens[static_cast<size_t>(n)] == tokens[n]) ++n;
+    if (n > best_len) best = c, best_len = n;
+  }
+  if (best) touch(best);
+  *shared = best_len;
+  return best;
+}
+
+int32_t RadixCache::block_of(const Node* node) { return node->block; }
+
 RadixCache::Node* RadixCache::insert(Node* parent, const int32_t* tokens, int32_t* block) {
   assert(parent->lock_ref > 0);
   const uint64_t hash = hash_block(tokens, block_size_);

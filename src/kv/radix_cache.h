@@ -49,6 +49,15 @@ class RadixCache {
   /// inserting from it and finally calls `unlock` on the node it ends on.
   Node* match_prefix(const std::string& ns, const int32_t* tokens, int max_blocks, std::vector<int32_t>& out);
 
+  /// Token-granular tail of a match: the child of `parent` (a node match_prefix returned
+  /// or insert moved a lock onto) whose first tokens agree longest with `tokens` (at most
+  /// `max_tokens` < block_size of them compared), and that agreement length in `*shared`.
+  /// Null (and *shared = 0) when no child agrees on its first token. Marks the child used
+  /// now; takes no reference and no lock.
+  Node* match_partial(Node* parent, const int32_t* tokens, int max_tokens, int* shared);
+  /// The KV block a node holds (-1 for a root).
+  static int32_t block_of(const Node* node);
+
   /// Adds the block holding `tokens` [block_size of them] as a child of `parent`, where
   /// `*block` is the caller's block with that content (the caller holds a pool reference
   /// and a lock on `parent`; the lock moves to the returned child). If the tree already

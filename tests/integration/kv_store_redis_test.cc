@@ -121,7 +121,9 @@ TEST_F(KvStoreRedis, TamperedValuesAreRejectedAndRecomputed) {
     const double errors0 = tier_metric(b.port(), "pdserve_kv_store_errors_total", "redis");
     const Completion on_b = complete(b.port(), long_prompt(variant));
     ASSERT_EQ(on_b.status, 200) << on_b.body;
-    EXPECT_EQ(on_b.cached_tokens, 0);  // the first block is rejected: nothing after it is used
+    // The first block is rejected: nothing after it is used. (B's own cache may still share
+    // the first tokens of the previous variant, inside block 0: less than one block.)
+    EXPECT_LT(on_b.cached_tokens, 16);
     EXPECT_TRUE(on_b.same_output(cold)) << on_b.text << "\nvs\n" << cold.text;
     EXPECT_GT(tier_metric(b.port(), "pdserve_kv_store_errors_total", "redis"), errors0);
     EXPECT_EQ(tier_metric(b.port(), "pdserve_kv_store_hits_total", "redis"), 0);
@@ -144,7 +146,7 @@ TEST_F(KvStoreRedis, KilledMidRunCostsRecomputeAndHitsResume) {
   for (int v : {5, 6}) {
     const Completion got = complete(b.port(), long_prompt(v));
     ASSERT_EQ(got.status, 200) << got.body;
-    EXPECT_EQ(got.cached_tokens, 0);
+    EXPECT_LT(got.cached_tokens, 16);  // no store block (at most v5's first tokens, from B's own cache)
     EXPECT_TRUE(got.same_output(complete(ref.port(), long_prompt(v)))) << v;
   }
   EXPECT_GT(tier_metric(b.port(), "pdserve_kv_store_errors_total", "redis"), 0);

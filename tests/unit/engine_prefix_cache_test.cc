@@ -105,7 +105,7 @@ TEST(PrefixCache, CachedTokensAreReportedAndSaltSeparatesNamespaces) {
   auto s2 = e->submit_group(prompts[1], greedy(4), {});
   ASSERT_TRUE(s2.ok());
   ASSERT_TRUE(s2.value()[0]->next(d, std::chrono::seconds(10)));
-  EXPECT_EQ(d.cached_tokens, 3 * kBs);  // three shared full blocks
+  EXPECT_EQ(d.cached_tokens, 3 * kBs + 1);  // the shared prefix: three full blocks and one token
   drain(*s2.value()[0]);
   engine::RequestOptions salted;
   salted.cache_salt = "tenant-b";

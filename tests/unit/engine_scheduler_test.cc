@@ -211,15 +211,89 @@ TEST_F(SchedulerTest, ReusesCachedPromptBlocksAtAdmission) {
   EXPECT_EQ(plan[0].n_tokens, 2);
   EXPECT_EQ(sched_->prefix_queries(), 20);
   EXPECT_EQ(sched_->prefix_hits(), 8);
-  // A whole-block prompt still computes its last token.
+  // A prompt cached in full (a's first two blocks) still computes its last token, and
+  // only that one: its last block is a private copy of the cached one.
   Sequence* c = add(3, 8, 3.0);
   plan = sched_->schedule();
-  EXPECT_EQ(c->cached_tokens, 4);
-  EXPECT_EQ(tokens_of(plan, c), 4);
+  EXPECT_EQ(c->cached_tokens, 7);
+  EXPECT_EQ(tokens_of(plan, c), 1);
+  const int32_t cached_second = b->kv.block_table.blocks[1];  // b holds a's cached block 1
+  EXPECT_NE(c->kv.block_table.blocks[1], cached_second);
+  run(plan);
+  // Once full, the copy is swapped for the cached block (the duplicate goes back).
+  EXPECT_EQ(c->kv.block_table.blocks[1], cached_second);
   sched_->finish(b);
   sched_->finish(c);
   expect_all_blocks_back();
   EXPECT_EQ(kv_->num_evictable_blocks(), kv_->usage().cached);
+}
+
+TEST_F(SchedulerTest, AFullyCachedPromptGetsItsFirstTokenInTheNextStepWhileOthersDecode) {
+  // A budget of exactly the running decodes plus one token, and a long-prefill threshold:
+  // neither may charge the cached tokens. Before token-granular matching the new prompt
+  // recomputed its whole last block (4 tokens) and needed 4 steps for its first token.
+  constexpr int kDecoders = 4;
+  SchedulerConfig cfg;
+  cfg.max_batched_tokens = kDecoders + 1;
+  cfg.long_prefill_threshold = 2;
+  make(64, cfg);
+  Sequence* warm = add(1, 12, 1.0);  // prompt 100..111: three full blocks get cached
+  while (warm->num_generated() == 0) run(sched_->schedule());
+  sched_->finish(warm);
+  std::vector<Sequence*> decoders;
+  for (int i = 0; i < kDecoders; ++i) decoders.push_back(add(2 + i, 3, 2.0 + i, 0, 500 + 10 * i));
+  auto decoding = [&] {
+    return std::all_of(decoders.begin(), decoders.end(), [](Sequence* d) { return d->num_generated() > 0; });
+  };
+  while (!decoding()) run(sched_->schedule());
+
+  Sequence* again = add(9, 12, 9.0);  // warm's prompt again
+  const auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), static_cast<size_t>(kDecoders + 1));
+  for (Sequence* d : decoders) EXPECT_EQ(tokens_of(plan, d), 1);
+  EXPECT_EQ(again->cached_tokens, 11);
+  EXPECT_EQ(tokens_of(plan, again), 1);
+  EXPECT_TRUE(plan.back().seq == again && plan.back().needs_logits);
+  run(plan);
+  EXPECT_EQ(again->num_generated(), 1);  // its first token after one step
+  EXPECT_EQ(sched_->prefix_hits(), 11);
+  for (Sequence* d : decoders) sched_->finish(d);
+  sched_->finish(again);
+  expect_all_blocks_back();
+}
+
+TEST_F(SchedulerTest, APromptDivergingInsideABlockSharesItsTokensUpToTheDifference) {
+  SchedulerConfig cfg;
+  make(16, cfg);
+  Sequence* a = add(1, 12, 1.0);  // prompt 100..111: three full blocks get cached
+  run(sched_->schedule());
+  const int32_t a_second = a->kv.block_table.blocks[1];  // holds 104..107
+  // Mark a's cached block 1 so its copy can be told apart from fresh storage.
+  for (size_t i = 0; i < kv_->block_bytes(); ++i) {
+    kv_->block_k(0, a_second)[i] = static_cast<uint8_t>(i + 1);
+    kv_->block_v(0, a_second)[i] = static_cast<uint8_t>(2 * i + 1);
+  }
+  sched_->finish(a);
+  // 100..105 then 906..911: one whole block and two tokens of the next are shared.
+  Sequence* b = add(2, 12, 2.0);
+  for (int i = 6; i < 12; ++i) b->tokens[i] = 900 + i;
+  auto plan = sched_->schedule();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(b->cached_tokens, 6);
+  EXPECT_EQ(plan[0].n_tokens, 6);
+  const int32_t copy = b->kv.block_table.blocks[1];
+  EXPECT_NE(copy, a_second);
+  for (size_t i = 0; i < kv_->block_bytes(); ++i) {
+    ASSERT_EQ(kv_->block_k(0, copy)[i], static_cast<uint8_t>(i + 1)) << i;
+    ASSERT_EQ(kv_->block_v(0, copy)[i], static_cast<uint8_t>(2 * i + 1)) << i;
+  }
+  run(plan);
+  // b's own block 1 (104, 105, 906, 907) is cached beside a's, which stays as it was.
+  EXPECT_EQ(b->kv.block_table.blocks[1], copy);
+  EXPECT_EQ(b->kv.num_cached_blocks, 3);
+  sched_->finish(b);
+  EXPECT_EQ(kv_->usage().cached, 5);  // a's three, b's last two
+  expect_all_blocks_back();
 }
 
 TEST_F(SchedulerTest, GeneratedTokensNeverMatchCachedPromptBlocks) {

@@ -36,6 +36,38 @@ std::vector<int32_t> cache_sequence(RadixCache& rc, BlockPool& pool, const std::
   return blocks;
 }
 
+TEST(RadixCache, MatchPartialPicksTheChildAgreeingLongestOnTheNextTokens) {
+  BlockPool pool(16);
+  RadixCache rc(pool, kBs, EvictionPolicy::kLru);
+  auto a = seq(8, 100);  // blocks 100..103, 104..107
+  auto b = a;
+  b[6] = b[7] = 7;       // 104 105 7 7: a sibling of a's block 1
+  const auto a_blocks = cache_sequence(rc, pool, a);
+  const auto b_blocks = cache_sequence(rc, pool, b);
+  std::vector<int32_t> out;
+  RadixCache::Node* node = rc.match_prefix("", a.data(), 1, out);
+  int shared = -1;
+  const int32_t probe[3] = {104, 105, 106};
+  RadixCache::Node* c = rc.match_partial(node, probe, 3, &shared);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(shared, 3);
+  EXPECT_EQ(RadixCache::block_of(c), a_blocks[1]);
+  const int32_t probe_b[3] = {104, 105, 7};
+  EXPECT_EQ(RadixCache::block_of(rc.match_partial(node, probe_b, 3, &shared)), b_blocks[1]);
+  EXPECT_EQ(shared, 3);
+  EXPECT_NE(rc.match_partial(node, probe_b, 2, &shared), nullptr);  // either agrees on two
+  EXPECT_EQ(shared, 2);
+  const int32_t other[3] = {5, 105, 106};
+  EXPECT_EQ(rc.match_partial(node, other, 3, &shared), nullptr);
+  EXPECT_EQ(shared, 0);
+  // It takes no reference and no lock: only the matched block 0 is held.
+  EXPECT_EQ(pool.num_used(), 1);
+  EXPECT_EQ(rc.protected_size(), 1);
+  for (int32_t x : out) pool.decref(x);
+  rc.unlock(node);
+  EXPECT_EQ(pool.num_cached(), 3);
+}
+
 TEST(RadixCache, MatchesLongestPrefixByRealTokens) {
   BlockPool pool(16);
   RadixCache rc(pool, kBs, EvictionPolicy::kLru);

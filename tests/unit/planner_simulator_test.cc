@@ -95,8 +95,9 @@ TEST_F(PlannerSimulator, TwoRequestsQueueBehindOneSeat) {
   cfg.instance.max_seqs = 1;  // the second waits until the first has finished
   SimResult r = run(cfg, {req(0, 0, 50, 5), req(0.001, 1, 50, 5)});
   EXPECT_NEAR(r.records[0].end_s, 0.058, 1e-9);
-  EXPECT_NEAR(r.records[1].first_token_s, 0.058 + 0.050, 1e-9);
-  EXPECT_NEAR(ttft(r.records[1]), 0.107, 1e-9);
+  // B's first token (BOS) is a prefix-cache hit in A's first block: it prefills 49.
+  EXPECT_NEAR(r.records[1].first_token_s, 0.058 + 0.049, 1e-9);
+  EXPECT_NEAR(ttft(r.records[1]), 0.106, 1e-9);
 }
 
 TEST_F(PlannerSimulator, TwoRequestsShareSteps) {
@@ -104,7 +105,8 @@ TEST_F(PlannerSimulator, TwoRequestsShareSteps) {
   cfg.colocated = 1;
   // B arrives during A's prefill; the next step runs A's first decode with B's prompt.
   SimResult r = run(cfg, {req(0, 0, 50, 3), req(0.010, 1, 50, 3)});
-  const double mixed = 0.002 + 0.050 - 0.001;
+  // B's first token (BOS) is a prefix-cache hit in A's first block: it prefills 49.
+  const double mixed = 0.002 + 0.049 - 0.001;
   EXPECT_NEAR(r.records[0].chunk_s[1], 0.050 + mixed, 1e-9);
   EXPECT_NEAR(r.records[1].first_token_s, 0.050 + mixed, 1e-9);
   // Then both decode together: 3 ms per step.
