@@ -52,7 +52,9 @@ TEST(Engine, GreedyMatchesReferenceWithLogprobs) {
       const auto& ref = r.top_logprobs[step];
       ASSERT_EQ(ours.size(), 5u);
       // Compare by token id: near-ties may order differently, values must agree.
-      for (auto [id, ref_lp] : ref) {
+      for (const auto& ref_entry : ref) {
+        const auto id = ref_entry.first;  // not a structured binding: clang 14 cannot capture one
+        const auto ref_lp = ref_entry.second;
         auto it = std::find_if(ours.begin(), ours.end(), [&](const auto& e) { return e.first == id; });
         ASSERT_NE(it, ours.end()) << "prompt '" << r.prompt << "' step " << step << ": token " << id << " not in our top-5";
         EXPECT_NEAR(it->second, ref_lp, 1e-3) << "prompt '" << r.prompt << "' step " << step << " token " << id;
