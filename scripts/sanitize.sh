@@ -37,7 +37,8 @@ case "$KIND" in
       exit 1
     fi
     export OMP_TOOL_LIBRARIES="$archer"
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+    # tests/tsan.supp: what the (uninstrumented) OpenMP runtime itself does; see the file.
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
     ;;
   *)
     echo "usage: scripts/sanitize.sh address|thread [ctest args...]" >&2
