@@ -14,7 +14,10 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
-serve: build
+# Only the server binary (the tests are built by `make test`).
+serve: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS) --target pdserve
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 
 # The Release suite, every fuzz target for 30 s, then every unit test again with ASan +

@@ -43,14 +43,13 @@ int run_generate(const GenerateArgs& a) {
     return 1;
   }
   double t_first = 0;
-  int n_tokens = 0, n_first = 0;  // n_first: tokens in the first delta read
+  int n_tokens = 0;
   std::vector<int32_t> ids;
   engine::StreamDelta d;
   while (true) {
     if (!stream.value()->next(d, std::chrono::milliseconds(1000))) continue;
     if (!d.tokens.empty() && n_tokens == 0) {
       t_first = now_seconds();
-      n_first = static_cast<int>(d.tokens.size());
     }
     n_tokens += static_cast<int>(d.tokens.size());
     ids.insert(ids.end(), d.tokens.begin(), d.tokens.end());
@@ -66,13 +65,15 @@ int run_generate(const GenerateArgs& a) {
   }
   std::printf("\n");
   std::fflush(stdout);
-  // Decode rate over the tokens that arrived after the first delta; when the engine had
-  // already generated everything by the first read (a tiny model), over the whole request.
-  const double rate = n_tokens > n_first && t1 > t_first ? (n_tokens - n_first) / (t1 - t_first)
-                      : t1 > t0                          ? n_tokens / (t1 - t0)
-                                                         : 0.0;
+  // The engine's own timings of this request (its metrics: arrival to first token, and the
+  // mean gap between its tokens as generated), not when this reader woke up: a reader that
+  // lagged sees several tokens at once, which made a 16-token rate read 10^5 tokens/s.
+  const engine::MetricsSnapshot m = e.metrics();
+  const double ttft = m.ttft.count ? m.ttft.sum / m.ttft.count : t_first - t0;
+  const double tpot = m.tpot.count ? m.tpot.sum / m.tpot.count : 0.0;
+  const double rate = tpot > 0 ? 1.0 / tpot : (t1 > t0 ? n_tokens / (t1 - t0) : 0.0);
   std::fprintf(stderr, "[%d prompt tokens, %d generated; first token %.1f ms; %.1f tokens/s decode; finish %s]\n",
-               static_cast<int>(prompt.size()), n_tokens, (t_first - t0) * 1e3, rate, engine::finish_reason_name(d.finish));
+               static_cast<int>(prompt.size()), n_tokens, ttft * 1e3, rate, engine::finish_reason_name(d.finish));
   return 0;
 }
 

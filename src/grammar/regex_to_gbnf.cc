@@ -256,7 +256,7 @@ class RegexParser {
     bool first = true;
     while (pos_ < p_.size() && (p_[pos_] != ']' || first)) {
       first = false;
-      uint32_t lo;
+      uint32_t lo = 0;
       if (p_[pos_] == '\\') {
         ++pos_;
         Ranges c;
