@@ -20,13 +20,18 @@ serve: deps
 	cmake --build $(BUILD) -j $(JOBS) --target pdserve
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 
-# The Release suite, every fuzz target for 30 s, then every unit test again with ASan +
-# UBSan (issue #20; about 15 min of build and 5-10 min of tests on the 2-core machine).
+# The Release suite, every fuzz target for 30 s, then the unit tests again with ASan +
+# UBSan (issue #20; about 15 min of build and 10 min of tests on the 2-core machine). To
+# keep CI well inside its 90 minutes, that run leaves out the unit tests that only check
+# numerics on bigger models and take 10-80 s each sanitized (their code paths run in the
+# sanitized engine tests on stories260K): SpecEngine *OnSynth, ModelQuantReference,
+# ModelBatchInvariance. `make test-sanitize` runs all of them (all passed, 2026-12-02).
 # The TSan suite (`make test-tsan`) is not in it yet: it has not had a clean run here.
+SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelBatchInvariance
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 2
 	$(MAKE) fuzz FUZZ_SECONDS=30
-	$(MAKE) test-sanitize
+	JOBS=$(JOBS) SANITIZE_BUILD=$(SANITIZE_BUILD) scripts/sanitize.sh address -E '$(SANITIZE_IN_TEST_EXCLUDE)'
 
 # The unit tests with ASan + UBSan, Debug -O1 (the assertions — BlockPool invariants, ... —
 # are on), in build-asan/.
