@@ -118,8 +118,8 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
 // DISABLED (2026-12-02): on an idle machine the real `serve` runs its steps ~25-30 % slower
 // than `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0 simulated, TPOT
 // 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so it is the
-// engine, not HTTP): the real run shares the 2 vCPUs with the bench client, the profile runs
-// alone. Under load (other jobs on both cores) the two agreed (5/5 within 25 %). The profile
+// engine, not HTTP). Not yet explained: the real run shares the 2 vCPUs (no SMT) with the
+// bench client while the profile runs alone, the likeliest difference. Under load (other jobs on both cores) the two agreed (5/5 within 25 %). The profile
 // must be measured beside a client's load (or the client pinned away) before this runs in
 // CI again — issue #15. Run it with --gtest_also_run_disabled_tests.
 TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
