@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -69,11 +68,6 @@ void send_error_and_forget(int fd, int status, const char* reason, const char* m
 class ConnStream final : public httplib::Stream {
  public:
   ConnStream(int fd, const ConnectionLimits& l) : fd_(fd), write_timeout_ms_(static_cast<int>(l.write_timeout_s * 1000)) {
-    // Responses go out in several small writes (head, body, SSE events): without
-    // TCP_NODELAY, Nagle holds each one back until the previous is acknowledged, and on a
-    // keep-alive connection the client delays that ACK (up to 40 ms on Linux).
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sockaddr_storage a{};
     socklen_t len = sizeof a;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) address_of(a, remote_ip_, remote_port_);

@@ -210,7 +210,7 @@ struct HttpServer::Impl {
 void HttpServer::Impl::setup_routes() {
   // Threads, timeouts and per-address limits: GuardedServer (http_connections.h).
   svr.set_payload_max_length(cfg.max_body_bytes);
-  svr.set_tcp_nodelay(true);
+  svr.set_tcp_nodelay(true);  // set on the listening socket; Linux hands it on to every accepted one
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // server bind a port that is in use and silently share its traffic.
   svr.set_socket_options([this](socket_t sock) {
