@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 
 namespace pdserve::model {
 
@@ -14,11 +16,19 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
                                    "' (general.architecture; supported: llama, qwen2, qwen3, phi3, gemma2)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
-  auto req = [&](const std::string& key, int& out) -> Status {
-    auto v = f.require_int(p + key);
-    if (!v.ok()) return v.status();
-    if (v.value() <= 0) return Status::InvalidArgument("metadata key '" + p + key + "' must be positive");
-    out = static_cast<int>(v.value());
+  // Every integer hyperparameter is range-checked in int64 before it narrows to int: a
+  // value such as 2^32 must not wrap to 0 or to a negative count.
+  constexpr int64_t kMaxDim = int64_t{1} << 24;
+  auto read_int = [&](const std::string& key, std::optional<int64_t> fallback, int64_t lo, int64_t hi,
+                      int& out) -> Status {
+    std::optional<int64_t> v = f.get_int(p + key);
+    if (!v && !f.find(p + key) && fallback) v = fallback;
+    if (!v) return f.find(p + key) ? Status::InvalidArgument("metadata key '" + p + key + "' must be an integer")
+                                   : Status::NotFound("missing required metadata key '" + p + key + "'");
+    if (*v < lo || *v > hi)
+      return Status::InvalidArgument("metadata key '" + p + key + "' is " + std::to_string(*v) + ": it must be between " +
+                                     std::to_string(lo) + " and " + std::to_string(hi));
+    out = static_cast<int>(*v);
     return Status::Ok();
   };
   for (auto [key, out] : {std::pair<const char*, int*>{"context_length", &c.n_ctx},
@@ -26,16 +36,16 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
                           {"block_count", &c.n_layer},
                           {"feed_forward_length", &c.n_ff},
                           {"attention.head_count", &c.n_head}}) {
-    Status s = req(key, *out);
+    Status s = read_int(key, std::nullopt, 1, kMaxDim, *out);
     if (!s.ok()) return s;
   }
-  c.n_head_kv = static_cast<int>(f.get_int(p + "attention.head_count_kv").value_or(c.n_head));
-  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
+  if (Status s = read_int("attention.head_count_kv", c.n_head, 1, c.n_head, c.n_head_kv); !s.ok()) return s;
+  if (c.n_head % c.n_head_kv != 0)
     return Status::InvalidArgument("metadata key '" + p + "attention.head_count_kv' must divide the head count");
-  c.head_dim = static_cast<int>(f.get_int(p + "attention.key_length").value_or(c.n_embd / c.n_head));
-  if (c.head_dim * c.n_head != c.n_embd && !f.get_int(p + "attention.key_length"))
+  if (!f.find(p + "attention.key_length") && c.n_embd % c.n_head != 0)
     return Status::InvalidArgument("embedding_length is not a multiple of attention.head_count");
-  c.rope_dim = static_cast<int>(f.get_int(p + "rope.dimension_count").value_or(c.head_dim));
+  if (Status s = read_int("attention.key_length", c.n_embd / c.n_head, 1, kMaxDim, c.head_dim); !s.ok()) return s;
+  if (Status s = read_int("rope.dimension_count", c.head_dim, 0, kMaxDim, c.rope_dim); !s.ok()) return s;
   if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::InvalidArgument("metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
                          ": it must be even and between 2 and the head dimension (" + std::to_string(c.head_dim) + ")");
@@ -53,11 +63,11 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
                                    ": mixture-of-experts models are not supported");
   c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma2";
   c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
-  c.rope_orig_ctx = static_cast<int>(f.get_int(p + "rope.scaling.original_context_length").value_or(c.n_ctx));
+  if (Status s = read_int("rope.scaling.original_context_length", c.n_ctx, 1, kMaxDim, c.rope_orig_ctx); !s.ok()) return s;
   // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
   // off ("Phi SWA is currently disabled", ggml-org/llama.cpp#13676), so every layer attends
   // to the whole context there; we do the same to match it.
-  c.sliding_window = static_cast<int>(f.get_int(p + "attention.sliding_window").value_or(0));
+  if (Status s = read_int("attention.sliding_window", 0, 0, kMaxDim, c.sliding_window); !s.ok()) return s;
   c.qk_norm = c.arch == "qwen3";
   c.q_prescale = c.arch == "phi3" || c.arch == "gemma2";
   c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -66,7 +76,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     // every even layer windowed, soft caps 50 / 30 unless given, and Q scaled by
     // 1/sqrt(head_dim) — 1/sqrt(n_embd / n_head) for the 27B (46 layers), as Gemma's
     // query_pre_attn_scalar (the converter writes no key for it).
-    c.sliding_window = static_cast<int>(f.get_int(p + "attention.sliding_window").value_or(4096));
+    if (Status s = read_int("attention.sliding_window", 4096, 0, kMaxDim, c.sliding_window); !s.ok()) return s;
     c.swa_pattern = 2;
     c.embd_scale = c.geglu = c.post_norms = true;
     c.attn_softcap = static_cast<float>(f.get_float(p + "attn_logit_softcapping").value_or(50.0));

@@ -167,6 +167,37 @@ TEST(Gguf, ModelLoadNamesMissingKeysAndTensors) {
   EXPECT_NE(m.error().find("unsupported architecture 'mamba'"), std::string::npos) << m.error();
 }
 
+// Found by fuzz_gguf (tests/fuzz/corpus/gguf/crash-config-int-wrap): 64-bit values that
+// narrowed to int wrapped to 0 or below and passed as a "valid" config.
+TEST(Gguf, HyperparametersThatDoNotFitAnIntAreRefusedByName) {
+  auto base = [] {
+    GgufWriter w;
+    w.set("general.architecture", Value::str("llama"));
+    w.set("llama.context_length", Value::u32(64));
+    w.set("llama.embedding_length", Value::u32(8));
+    w.set("llama.block_count", Value::u32(1));
+    w.set("llama.feed_forward_length", Value::u32(16));
+    w.set("llama.attention.head_count", Value::u32(2));
+    return w;
+  };
+  const std::string path = tmp_path("intwrap.gguf");
+  for (const char* key : {"llama.embedding_length", "llama.block_count", "llama.attention.head_count",
+                          "llama.attention.head_count_kv", "llama.attention.key_length", "llama.context_length"}) {
+    GgufWriter w = base();
+    w.set(key, Value::u64(uint64_t{1} << 32));  // wraps to 0 as an int
+    ASSERT_TRUE(w.write(path).ok());
+    auto m = model::Model::load(path);
+    ASSERT_FALSE(m.ok()) << key;
+    EXPECT_NE(m.error().find(std::string("'") + key + "' is 4294967296"), std::string::npos) << m.error();
+  }
+  GgufWriter w = base();
+  w.set("llama.attention.head_count_kv", Value::i32(-2));
+  ASSERT_TRUE(w.write(path).ok());
+  auto m = model::Model::load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().find("'llama.attention.head_count_kv' is -2"), std::string::npos) << m.error();
+}
+
 }  // namespace
 }  // namespace pdserve::gguf
 
