@@ -24,11 +24,11 @@ serve: deps
 # UBSan (issue #20; about 15 min of build and 10 min of tests on the 2-core machine). To
 # keep CI well inside its 90 minutes, that run leaves out the unit tests that only check
 # numerics on bigger models and take 10-80 s each sanitized (their code paths run in the
-# sanitized engine tests on stories260K): SpecEngine *OnSynth, ModelQuantReference,
+# sanitized engine tests on stories260K): SpecEngine *OnSynth, ModelQuantReference, ModelArchReference,
 # ModelBatchInvariance. `make test-sanitize` runs all of them (all passed, 2026-12-02).
 # Last, the unit tests that run threads with TSan (`make test-tsan`; about 6 min of build
 # and 30 s of tests here).
-SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelBatchInvariance
+SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 2
 	$(MAKE) fuzz FUZZ_SECONDS=30
