@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
   pdserve::cli::SimulateArgs simulate;
   pdserve::cli::add_simulate_command(app, simulate);
 
+  // --log-level belongs to the top-level app, so each subcommand's --help names it too.
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    sub->footer("Global options (before or after the subcommand):\n  --log-level TEXT            "
+                "trace|debug|info|warn|error|off (default: info)");
+
   if (const int rc = pdserve::cli::parse_command_line(app, argc, argv); rc >= 0) return rc;
   pdserve::set_log_level(log_level);
   if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);

@@ -163,6 +163,12 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
   const RunResult help = run("serve --help");
   EXPECT_EQ(help.exit_code, 0) << help.err;
   EXPECT_NE(help.out.find("--model"), std::string::npos);
+  // The top-level --log-level is named in every subcommand's help.
+  for (const char* sub : {"serve", "generate", "decode", "router", "bench"}) {
+    const RunResult h = run(std::string(sub) + " --help");
+    EXPECT_EQ(h.exit_code, 0) << sub << h.err;
+    EXPECT_NE(h.out.find("--log-level"), std::string::npos) << sub << ": " << h.out;
+  }
 }
 
 // A KV dtype whose 32-value blocks do not fit the model's head_dim (stories260K: 8) is
