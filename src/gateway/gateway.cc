@@ -165,7 +165,7 @@ void RequestLease::on_tokens(int completion_tokens, double now) {
   if (first_token_ < 0) {
     first_token_ = now;
     leave_queue();
-    if (cls_ != SloClass::kNone) g_.metrics_.first_token(cls_, now - start_);
+    g_.metrics_.first_token(cls_, now - start_);
   }
   last_token_ = now;
   tokens_ = completion_tokens;
@@ -176,11 +176,9 @@ void RequestLease::finish(double used_tokens) {
   finished_ = true;
   leave_queue();
   if (has_ticket_) g_.limiter_.release(ticket_, used_tokens);
-  if (cls_ != SloClass::kNone) {
-    const double ttft = first_token_ >= 0 ? first_token_ - start_ : -1;
-    const double tpot = tokens_ > 1 ? (last_token_ - first_token_) / (tokens_ - 1) : -1;
-    g_.metrics_.finished(cls_, ttft, tpot, policy_.ttft_s, policy_.tpot_s);
-  }
+  const double ttft = first_token_ >= 0 ? first_token_ - start_ : -1;
+  const double tpot = tokens_ > 1 ? (last_token_ - first_token_) / (tokens_ - 1) : -1;
+  g_.metrics_.finished(cls_, ttft, tpot, policy_.ttft_s, policy_.tpot_s);
 }
 
 std::string RequestLease::cache_salt(const std::string& request_salt) const {

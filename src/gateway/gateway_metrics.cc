@@ -49,7 +49,8 @@ void GatewayMetrics::finished(SloClass c, double ttft_s, double tpot_s, double t
   if (it == classes_.end()) return;
   PerClass& p = it->second;
   if (tpot_s >= 0) p.tpot.observe(tpot_s);
-  if (ttft_s < 0) return;  // no token (aborted, failed): neither attained nor missed
+  // No token (aborted, failed), or no class (no SLO to attain): neither attained nor missed.
+  if (ttft_s < 0 || c == SloClass::kNone) return;
   const bool ttft_ok = ttft_target_s <= 0 || ttft_s <= ttft_target_s;
   const bool tpot_ok = tpot_target_s <= 0 || tpot_s < 0 || tpot_s <= tpot_target_s;
   if (!ttft_ok) p.missed_ttft++;

@@ -22,7 +22,8 @@ class GatewayMetrics {
   /// A request that waited `queue_s` for its first token (TTFT at the gateway).
   void first_token(SloClass c, double ttft_s);
   /// A finished request: TTFT (< 0: no token) and mean TPOT (< 0: fewer than 2 tokens),
-  /// judged against the class's targets (0 = no target).
+  /// judged against the class's targets (0 = no target); a request without a class
+  /// (SloClass::kNone) only feeds the TTFT/TPOT histograms.
   void finished(SloClass c, double ttft_s, double tpot_s, double ttft_target_s, double tpot_target_s);
   std::string text() const;
 

@@ -163,6 +163,25 @@ TEST(Gateway, WrongKey401ModelNotAllowed404AndRateLimitHeaders) {
   EXPECT_EQ(json::parse(big->body)["error"]["type"], "tokens");
 }
 
+// Without an auth file no request has a class: the latency histograms still count them
+// under slo_class="none" (they stayed empty before), and no SLO is attained or missed.
+TEST(Gateway, RequestsWithoutAClassFeedTheLatencyHistogramsOnly) {
+  testing::ServerProcess srv(std::vector<std::string>{});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  for (int i = 0; i < 3; ++i) {
+    auto r = complete(srv.port(), "", {{"max_tokens", 4}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  auto samples = testing::parse_prometheus_text(client(srv.port()).Get("/metrics")->body);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_requests_total", "slo_class", "none"), 3);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_time_to_first_token_seconds_count", "slo_class", "none"), 3);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_gateway_time_per_output_token_seconds_count", "slo_class", "none"), 3);
+  EXPECT_GT(testing::sum_samples(samples, "pdserve_gateway_time_to_first_token_seconds_sum", "slo_class", "none"), 0);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_slo_attained_total", "slo_class", "none"), 0);
+  EXPECT_EQ(testing::sum_samples(samples, "pdserve_slo_missed_total", "slo_class", "none"), 0);
+}
+
 TEST(Gateway, RequestsPerMinuteExactUnder32ConcurrentClientsAndRetryAfterIsRight) {
   AuthDir d;
   d.write(json{{"tenants", {{"t", json::object()}}},
