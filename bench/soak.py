@@ -291,6 +291,8 @@ class Soak:
             finally:
                 with self.lock:
                     self.in_flight -= 1
+            if self.a.think_ms > 0:
+                time.sleep(rnd.uniform(0, 2 * self.a.think_ms) / 1000)
 
     def quiesce(self, engines):
         """Pauses the load until nothing is in flight and every engine reports no running
@@ -327,6 +329,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--think-ms", type=float, default=0,
+                    help="mean pause of a client between requests (0: closed loop, as fast as served)")
     ap.add_argument("--kill-every", type=float, default=180, help="pd: SIGKILL a decode worker every S seconds")
     ap.add_argument("--request-timeout", type=float, default=2.0,
                     help="the servers' --request-timeout (s): the longest requests under load pass it")
@@ -404,7 +408,7 @@ def main():
     final = rows[-1][1] if rows else {}
     wrong = final.get("wrong", 0)
     ok = ok and wrong == 0
-    lines = [f"Soak, mode {a.mode}: {a.minutes} min, {a.clients} clients, seed {a.seed}, model "
+    lines = [f"Soak, mode {a.mode}: {a.minutes} min, {a.clients} clients (think {a.think_ms:g} ms), seed {a.seed}, model "
              f"{os.path.basename(a.model)}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              "", "Requests by outcome per minute (then the total); idle checks and process figures at the end of each minute.",
              "", "| minute | " + " | ".join(sorted({k for r in rows for k in r[1]})) +
