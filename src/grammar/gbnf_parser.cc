@@ -169,8 +169,13 @@ class GbnfParser {
       } else if (c == '(') {
         ++pos_;
         skip_space(true);
+        // One recursion per open group: bounded, so a hostile grammar cannot overflow the stack.
+        if (++depth_ > kMaxGroupDepth)
+          return static_cast<void>(fail("groups nested deeper than " + std::to_string(kMaxGroupDepth))), false;
         const int32_t sub = g_.new_rule("group");
-        if (!alternates(sub, true)) return false;
+        const bool ok = alternates(sub, true);
+        --depth_;
+        if (!ok) return false;
         if (at_end() || t_[pos_] != ')') return static_cast<void>(fail("expected ')'")), false;
         ++pos_;
         seq.push_back({Element::kRule, sub});
@@ -264,6 +269,8 @@ class GbnfParser {
   std::string_view t_;
   uint64_t max_size_;
   size_t pos_ = 0;
+  static constexpr int kMaxGroupDepth = 100;
+  int depth_ = 0;  // open '(' groups (each one a recursion)
   Grammar g_;
   std::map<int32_t, bool> defined_;
   Status err_ = Status::Ok();

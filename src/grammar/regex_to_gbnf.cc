@@ -100,6 +100,8 @@ class RegexParser {
     return false;
   }
   bool more() const { return pos_ < p_.size() && err_.empty(); }
+  static constexpr int kMaxGroupDepth = 100;
+  int depth_ = 0;
 
   std::string alternation() {
     std::vector<std::string> alts{sequence()};
@@ -312,7 +314,11 @@ class RegexParser {
           return fail("lookaround and inline flags ((?=, (?!, (?<=, (?<!, (?i)) are not supported");
         }
       }
+      // The parser recurses once per open group: bound it (fuzz_grammar overflowed the
+      // stack with ~10,000 nested '(').
+      if (++depth_ > kMaxGroupDepth) return fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       std::string inner = alternation();
+      --depth_;
       if (!err_.empty()) return false;
       if (pos_ >= p_.size() || p_[pos_] != ')') return fail("missing ')'");
       ++pos_;

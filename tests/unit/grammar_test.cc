@@ -166,6 +166,25 @@ TEST(RegexTest, RefusesUnsupportedConstructsByName) {
   }
 }
 
+// Found by tests/fuzz (fuzz_grammar, corpus/grammar/crash-regex-deep-groups): thousands of
+// nested groups overflowed the stack of the recursive parsers. Both refuse past 100 levels
+// by name; 100 levels still compile.
+TEST(RegexTest, GroupsNestedTooDeeplyAreRefusedNotAStackOverflow) {
+  const std::string deep = std::string(20000, '(') + "a" + std::string(20000, ')');
+  auto r = regex_to_gbnf(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("nested deeper than 100"), std::string::npos) << r.error();
+  auto g = parse_gbnf("root ::= " + deep);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().find("nested deeper than 100"), std::string::npos) << g.error();
+  const std::string ok = std::string(100, '(') + "a" + std::string(100, ')');
+  auto r2 = regex_to_gbnf(ok);
+  ASSERT_TRUE(r2.ok()) << r2.error();
+  EXPECT_TRUE(parse_gbnf(*r2).ok());
+  auto g2 = parse_gbnf("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')'));
+  EXPECT_TRUE(g2.ok()) << g2.error();
+}
+
 // Found by tests/fuzz (fuzz_grammar, corpus/grammar/crash-regex-nullable-repeat): a repeated
 // part that can match the empty string compiled to GBNF the grammar refuses as left
 // recursive, so a request was accepted and its grammar failed later. Refused up front now;
