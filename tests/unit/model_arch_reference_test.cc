@@ -267,6 +267,14 @@ TEST(ModelArchReference, Gemma3F16) {
   EXPECT_GT(e_base, 3 * ours);
 }
 
+// Q8_0 tolerance 0.035 for the reason given at Llama3Q8_0 (the haswell reference's f16 Q·K order).
+TEST(ModelArchReference, Gemma3Q8_0) {
+  SynthFile f("gemma-3-1b", 7, "Q8_0", kSpmVocab, [](model::ShapeSpec& s) { s.sliding_window = 8; });
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  expect_matches(*m, f.path(), "tests/data/arch-gemma3-q8_0.json", 0.035);
+}
+
 // --- The loader names what it cannot run, in one line ---
 
 /// A tiny synth model of `arch` rewritten: metadata `set` on top, tensor `drop` left out,
