@@ -9,7 +9,7 @@ namespace pdserve::cli {
 
 void add_synth_command(CLI::App& app, SynthArgs& a) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight GGUF shaped like a real model (benchmarks)");
-  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | phi-3.5-mini | gemma-2-2b")
+  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | phi-3.5-mini | gemma-2-2b | gemma-3-1b")
       ->required()
       ->check(CLI::IsMember(model::builtin_shape_names()));
   cmd->add_option("--type", a.type, "F16 | Q8_0 | Q4_0 | Q4_K_M (or any `quantize` type)")->default_val("F16");
@@ -19,7 +19,7 @@ void add_synth_command(CLI::App& app, SynthArgs& a) {
   cmd->add_option("--seed", a.seed, "random seed")->default_val(1);
   cmd->add_option("--layers", a.layers, "scale the shape down to N blocks (default: the shape's)")->check(CLI::PositiveNumber);
   cmd->add_option("--sliding-window", a.sliding_window,
-                  "scale the sliding window of a shape that has one (gemma-2-2b) down to N tokens")
+                  "scale the sliding window of a shape that has one (gemma-2-2b, gemma-3-1b) down to N tokens")
       ->check(CLI::PositiveNumber);
 }
 
@@ -31,7 +31,7 @@ int run_synth(const SynthArgs& a) {
   }
   if (a.layers > 0) shape.value().n_layer = a.layers;
   if (a.sliding_window > 0) {
-    if (shape.value().arch != "gemma2") {
+    if (shape.value().arch != "gemma2" && shape.value().arch != "gemma3") {
       std::fprintf(stderr, "error: --sliding-window: shape '%s' has no sliding-window layers (see 'pdserve synth --help')\n",
                    a.shape.c_str());
       return 2;

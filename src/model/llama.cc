@@ -1,4 +1,4 @@
-// Forward pass of the llama family (llama, qwen2, qwen3, phi3, gemma2) over a mixed prefill/decode batch.
+// Forward pass of the llama family (llama, qwen2, qwen3, phi3, gemma2, gemma3) over a mixed prefill/decode batch.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -133,12 +133,12 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
     for (int t = 0; t < n; ++t) {
       float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
+      const float base = c.rope_base_of(l), freq_scale = c.rope_freq_scale_of(l);  // gemma3: local vs global
       if (rope_ext)
-        kernels::rope_cache_factors(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, rope_factors_,
-                                    c.rope_attn_factor, cs);
+        kernels::rope_cache_factors(c.rope_dim, batch.positions[t], base, freq_scale, rope_factors_, c.rope_attn_factor, cs);
       else
-        kernels::rope_cache(c.rope_dim, batch.positions[t], c.rope_base, c.rope_freq_scale, cs);
-      if (c.qk_norm) {  // qwen3: RMSNorm over each head (llama.cpp build_norm on [hd, heads, tokens])
+        kernels::rope_cache(c.rope_dim, batch.positions[t], base, freq_scale, cs);
+      if (c.qk_norm) {  // qwen3, gemma3: RMSNorm over each head (llama.cpp build_norm on [hd, heads, tokens])
         for (int h = 0; h < c.n_head; ++h) {
           float* qh = &q[size_t(t) * nq + h * hd];
           kernels::rms_norm(qh, qh, L.q_norm, hd, c.rms_eps);

@@ -11,9 +11,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto arch = f.require_string("general.architecture");
   if (!arch.ok()) return arch.status();
   c.arch = arch.value();
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3" && c.arch != "gemma2")
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3" && c.arch != "gemma2" &&
+      c.arch != "gemma3")
     return Status::InvalidArgument("unsupported architecture '" + c.arch +
-                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3, gemma2)");
+                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
   // Every integer hyperparameter is range-checked in int64 before it narrows to int: a
@@ -61,15 +62,15 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (auto n = f.get_int(p + "expert_count"); n && *n > 0)
     return Status::InvalidArgument("metadata key '" + p + "expert_count' is " + std::to_string(*n) +
                                    ": mixture-of-experts models are not supported");
-  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma2";
+  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma2" || c.arch == "gemma3";
   c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
   if (Status s = read_int("rope.scaling.original_context_length", c.n_ctx, 1, kMaxDim, c.rope_orig_ctx); !s.ok()) return s;
   // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
   // off ("Phi SWA is currently disabled", ggml-org/llama.cpp#13676), so every layer attends
   // to the whole context there; we do the same to match it.
   if (Status s = read_int("attention.sliding_window", 0, 0, kMaxDim, c.sliding_window); !s.ok()) return s;
-  c.qk_norm = c.arch == "qwen3";
-  c.q_prescale = c.arch == "phi3" || c.arch == "gemma2";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  c.q_prescale = c.arch == "phi3" || c.arch == "gemma2" || c.arch == "gemma3";
   c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.arch == "gemma2") {
     // llama.cpp (llama_model gemma2 hparams): window 4096 unless the key says otherwise,
@@ -82,6 +83,30 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     c.attn_softcap = static_cast<float>(f.get_float(p + "attn_logit_softcapping").value_or(50.0));
     c.final_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(30.0));
     if (c.n_layer == 46) c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
+  if (c.arch == "gemma3") {
+    // llama.cpp (llama_model gemma3 hparams, graph llm_build_gemma3): with a window, layer l
+    // is local when l % pattern < pattern − 1 (pattern {arch}.attention.sliding_window_pattern,
+    // default 6: five local, one global); local layers take RoPE base {arch}.rope.freq_base_swa
+    // (default 10000) without linear scaling, global ones rope.freq_base (1e6) with
+    // rope.scaling.factor. No attention soft cap; the final one only without a window (the
+    // non-iswa graph). Q scaled by 1/sqrt(head_dim) — 1/sqrt(n_embd / n_head) for the 27B
+    // (62 layers) — as Gemma's query_pre_attn_scalar (the converter writes no key for it).
+    c.embd_scale = c.geglu = c.post_norms = true;
+    if (c.sliding_window > 0) {
+      if (f.find(p + "attention.sliding_window_pattern") && !f.get_int(p + "attention.sliding_window_pattern"))
+        return Status::InvalidArgument("metadata key '" + p +
+                                       "attention.sliding_window_pattern' must be an integer (a per-layer array is not supported)");
+      if (Status s = read_int("attention.sliding_window_pattern", 6, 1, kMaxDim, c.swa_pattern); !s.ok()) return s;
+      c.rope_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+      c.rope_freq_scale_swa = 1.f;
+    } else {
+      c.final_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(0.0));
+    }
+    if (c.n_layer == 62) c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  } else {
+    c.rope_base_swa = c.rope_base;
+    c.rope_freq_scale_swa = c.rope_freq_scale;
   }
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (const gguf::Array* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int>(toks->items.size());

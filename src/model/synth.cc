@@ -58,6 +58,15 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
     s.arch = "gemma2"; s.n_embd = 2304; s.n_layer = 26; s.n_head = 8; s.n_head_kv = 4; s.head_dim = 256; s.n_ff = 9216;
     s.n_vocab = 256000; s.n_ctx = 8192; s.rope_base = 10000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
     s.sliding_window = 4096; s.attn_softcap = 50.f; s.final_softcap = 30.f;
+  } else if (name == "gemma-3-1b") {
+    // google/gemma-3-1b-pt config.json: head_dim 256 over a hidden size of 1152, one KV head,
+    // rope_theta 1e6 (global layers), rope_local_base_freq 10000 (llama.cpp's default for the
+    // local ones: the converter writes no key), sliding_window 512 with five local layers to
+    // one global (sliding_window_pattern 6, llama.cpp's default: no key), query_pre_attn_scalar
+    // 256 (= head_dim), no soft caps, no rope_scaling (the 4B and larger have linear 8).
+    s.arch = "gemma3"; s.n_embd = 1152; s.n_layer = 26; s.n_head = 4; s.n_head_kv = 1; s.head_dim = 256; s.n_ff = 6912;
+    s.n_vocab = 262144; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
+    s.sliding_window = 512;
   } else if (name == "qwen2.5-0.5b") {
     s.arch = "qwen2"; s.n_embd = 896; s.n_layer = 24; s.n_head = 14; s.n_head_kv = 2; s.n_ff = 4864;
     s.n_vocab = 151936; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
@@ -70,7 +79,7 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
 }
 
 std::vector<std::string> builtin_shape_names() {
-  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini", "gemma-2-2b"};
+  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b"};
 }
 
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim) {
@@ -121,7 +130,8 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float sigma, float*
 Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, const std::string& out) {
   auto plan = parse_quantize_type(opt.type);
   if (!plan.ok()) return plan.status();
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "gemma2")
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "gemma2" &&
+      s.arch != "gemma3")
     return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
       (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 || s.head_dim < 0 || s.head_dim % 2 != 0)
@@ -144,7 +154,7 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   w.set(p + "attention.head_count_kv", Value::u32(s.n_head_kv));
   w.set(p + "rope.dimension_count", Value::u32(static_cast<uint32_t>(hd)));
   w.set(p + "rope.freq_base", Value::f32(s.rope_base));
-  if (hd * s.n_head != s.n_embd || s.arch == "qwen3") {
+  if (hd * s.n_head != s.n_embd || s.arch == "qwen3" || s.arch == "gemma3") {
     w.set(p + "attention.key_length", Value::u32(static_cast<uint32_t>(hd)));
     w.set(p + "attention.value_length", Value::u32(static_cast<uint32_t>(hd)));
   }
@@ -153,6 +163,11 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
     const double scale = static_cast<double>(s.n_ctx) / s.rope_orig_ctx;
     w.set(p + "rope.scaling.attn_factor",
           Value::f32(scale > 1.0 ? static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))) : 1.0f));
+  }
+  if (s.rope_base_swa > 0) w.set(p + "rope.freq_base_swa", Value::f32(s.rope_base_swa));
+  if (s.rope_linear_factor > 0) {
+    w.set(p + "rope.scaling.type", Value::str("linear"));
+    w.set(p + "rope.scaling.factor", Value::f32(s.rope_linear_factor));
   }
   if (s.sliding_window >= 0) w.set(p + "attention.sliding_window", Value::u32(s.sliding_window));
   if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", Value::f32(s.attn_softcap));
@@ -197,13 +212,14 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       ts.push_back({b + "attn_k.bias", {kv}, -1});
       ts.push_back({b + "attn_v.bias", {kv}, -1});
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "gemma3") {
       ts.push_back({b + "attn_q_norm.weight", {hd}, -1, true});
       ts.push_back({b + "attn_k_norm.weight", {hd}, -1, true});
     }
     ts.push_back({b + "attn_output.weight", {q, e}, -1});
-    // gemma2's post-norms N(1, 0.1), so that a norm applied in the wrong place shows.
-    if (s.arch == "gemma2") ts.push_back({b + "post_attention_norm.weight", {e}, -1, true});
+    // gemma's post-norms N(1, 0.1), so that a norm applied in the wrong place shows.
+    const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
+    if (gemma) ts.push_back({b + "post_attention_norm.weight", {e}, -1, true});
     ts.push_back({b + "ffn_norm.weight", {e}, 1.f});
     if (s.arch == "phi3") {
       ts.push_back({b + "ffn_up.weight", {e, 2 * int64_t{s.n_ff}}, -1});  // gate rows, then up rows
@@ -212,7 +228,7 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       ts.push_back({b + "ffn_up.weight", {e, s.n_ff}, -1});
     }
     ts.push_back({b + "ffn_down.weight", {s.n_ff, e}, -1});
-    if (s.arch == "gemma2") ts.push_back({b + "post_ffw_norm.weight", {e}, -1, true});
+    if (gemma) ts.push_back({b + "post_ffw_norm.weight", {e}, -1, true});
   }
   // Last, so that the other tensors' random streams (keyed by index) do not depend on them.
   if (s.llama3_factor > 0) ts.push_back({"rope_freqs.weight", {hd / 2}, 0.f, false, llama3_rope_freqs(s, static_cast<int>(hd))});

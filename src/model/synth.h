@@ -17,7 +17,8 @@ struct ShapeSpec {
   std::string name;           // general.name
   std::string arch = "llama"; // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K
                               // RMSNorm, NeoX RoPE), "phi3" (fused attn_qkv and gate/up, NeoX RoPE)
-                              // or "gemma2" (post-attention / post-FFN norms, soft caps, window)
+                              // "gemma2" (post-attention / post-FFN norms, soft caps, window) or
+                              // "gemma3" (gemma2's norms with qwen3's per-head Q/K norms, 5:1 window)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -42,7 +43,9 @@ struct ShapeSpec {
   // sqrt(1 + ln(n_ctx / orig) / ln(orig)), as rope.scaling.attn_factor. Empty = none.
   std::vector<float> rope_long, rope_short;
   int rope_orig_ctx = 0;
-  int sliding_window = -1;    // attention.sliding_window (phi3, gemma2), -1 = not written
+  float rope_base_swa = 0.f;  // rope.freq_base_swa (gemma3's local layers), written when > 0
+  float rope_linear_factor = 0.f;  // rope.scaling.type linear with this factor (Gemma 3 4B+: 8); 0 = none
+  int sliding_window = -1;    // attention.sliding_window (phi3, gemma2, gemma3), -1 = not written
   float attn_softcap = 0.f;   // gemma2: attn_logit_softcapping, written when > 0
   float final_softcap = 0.f;  // gemma2: final_logit_softcapping, written when > 0
 };
@@ -54,7 +57,7 @@ struct ShapeSpec {
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim);
 
 /// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
-/// "phi-3.5-mini", "gemma-2-2b" (real configs; tests scale layers, vocabulary and the
+/// "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b" (real configs; tests scale layers, vocabulary and the
 /// sliding window down). Error lists them.
 Result<ShapeSpec> builtin_shape(const std::string& name);
 std::vector<std::string> builtin_shape_names();

@@ -22,6 +22,11 @@ rows=(
   "phi3-q8_0           phi-3.5-mini   1       Q8_0    ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
   "phi3-q4_k_m         phi-3.5-mini   1       Q4_K_M  ../shared/tokenizer/ggml-vocab-phi-3.gguf     2048"
   "gemma2-f16          gemma-2-2b     2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
+  "gemma2-q8_0         gemma-2-2b     2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
+  "gemma2-q4_k_m       gemma-2-2b     2       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
+  "gemma3-f16          gemma-3-1b     7       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
+  "gemma3-q4_k_m       gemma-3-1b     7       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
+  "gemma3-q8_0         gemma-3-1b     7       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  8"
 )
 # Four of the six prompts of ../shared/reference, 16 tokens each (the files are 0.3-0.6 GB: kept short).
 prompts=('Hello world' 'The quick brown fox jumps over the lazy dog.' 'Привет мир 🦙 日本語' '1 2 3 4 5 6 7 8 9 10')

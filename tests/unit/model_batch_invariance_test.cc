@@ -155,12 +155,15 @@ TEST(ModelBatchInvariance, Qwen2Q8_0) { check_model("../shared/models/synth-qwen
 // tokens (no tokenizer: the prompts are random ids): what is checked is the blocks' order
 // of operations, and the real 32,000-token embedding and head only made the file slow to
 // quantise.
-void check_synth(const std::string& shape) {
+// gemma2 and gemma3 keep enough blocks for a global layer after local ones (gemma2: 2,
+// gemma3: 6) and a window of 8, below most of the prompts' lengths.
+void check_synth(const std::string& shape, int layers = 1, int window = 0) {
   const std::string out =
       (std::filesystem::temp_directory_path() / ("pdserve-test-bi-" + shape + "-" + std::to_string(getpid()) + ".gguf")).string();
   auto spec = model::builtin_shape(shape);
   ASSERT_TRUE(spec.ok());
-  spec.value().n_layer = 1;
+  spec.value().n_layer = layers;
+  if (window > 0) spec.value().sliding_window = window;
   spec.value().n_vocab = 512;
   model::SynthOptions opt;
   opt.type = "Q4_K_M";
@@ -171,6 +174,8 @@ void check_synth(const std::string& shape) {
 TEST(ModelBatchInvariance, Llama3RopeFreqsQ4_K_M) { check_synth("llama-3.2-1b"); }
 TEST(ModelBatchInvariance, Qwen3Q4_K_M) { check_synth("qwen3-0.6b"); }
 TEST(ModelBatchInvariance, Phi3Q4_K_M) { check_synth("phi-3.5-mini"); }
+TEST(ModelBatchInvariance, Gemma2Q4_K_M) { check_synth("gemma-2-2b", 2, 8); }
+TEST(ModelBatchInvariance, Gemma3Q4_K_M) { check_synth("gemma-3-1b", 6, 8); }
 
 }  // namespace
 }  // namespace pdserve

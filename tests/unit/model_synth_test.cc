@@ -156,6 +156,51 @@ TEST(ModelSynth, BuiltinShapes) {
   EXPECT_FALSE(model::builtin_shape("gpt-5").ok());
 }
 
+// gemma3's per-layer RoPE, as llama.cpp's gemma3 hparams set it: local layers (l % 6 < 5)
+// take rope.freq_base_swa (default 10000) and no linear scaling; global ones rope.freq_base
+// and 1 / rope.scaling.factor (Gemma 3 4B+: linear, factor 8). Other architectures: one base.
+TEST(ModelConfig, Gemma3LocalAndGlobalLayersTakeTheirOwnRope) {
+  auto spec = model::builtin_shape("gemma-3-1b");
+  ASSERT_TRUE(spec.ok());
+  model::ShapeSpec s = spec.value();
+  s.n_embd = 256; s.n_layer = 7; s.n_ff = 256; s.head_dim = 64;
+  s.rope_linear_factor = 8.f;
+  model::SynthOptions opt;
+  opt.vocab_from = kVocab;
+  const std::string path = tmp_path("gemma3_rope");
+  ASSERT_TRUE(model::synth_model(s, opt, path).ok());
+  auto m = model::Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const model::ModelConfig& c = m.value()->config();
+  for (int l = 0; l < 7; ++l) {
+    SCOPED_TRACE(l);
+    const bool local = l != 5;
+    EXPECT_EQ(c.is_swa_layer(l), local);
+    EXPECT_EQ(c.rope_base_of(l), local ? 10000.f : 1e6f);
+    EXPECT_EQ(c.rope_freq_scale_of(l), local ? 1.f : 0.125f);
+  }
+  EXPECT_FLOAT_EQ(c.q_scale, 1.0f / 8.0f);  // 1/sqrt(head_dim 64)
+  forward_finite(path, s, 512);
+  std::remove(path.c_str());
+  s.rope_base_swa = 20000.f;  // the key, when written, wins
+  ASSERT_TRUE(model::synth_model(s, opt, path).ok());
+  auto m2 = model::Model::load(path);
+  ASSERT_TRUE(m2.ok()) << m2.error();
+  EXPECT_EQ(m2.value()->config().rope_base_of(0), 20000.f);
+  std::remove(path.c_str());
+  // gemma2: the sliding-window layers share the global RoPE.
+  auto g2 = model::builtin_shape("gemma-2-2b");
+  ASSERT_TRUE(g2.ok());
+  s = g2.value();
+  s.n_embd = 256; s.n_layer = 2; s.n_ff = 256; s.head_dim = 64; s.rope_base = 5e5f;
+  ASSERT_TRUE(model::synth_model(s, opt, path).ok());
+  auto m3 = model::Model::load(path);
+  ASSERT_TRUE(m3.ok()) << m3.error();
+  EXPECT_TRUE(m3.value()->config().is_swa_layer(0));
+  EXPECT_EQ(m3.value()->config().rope_base_of(0), 5e5f);
+  std::remove(path.c_str());
+}
+
 // A file whose rope.dimension_count exceeds the head dimension (RoPE would rotate past
 // the head) is refused at load with the key named, not read out of bounds.
 TEST(ModelConfig, RopeDimensionBeyondTheHeadIsRefused) {
