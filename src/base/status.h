@@ -28,6 +28,10 @@ enum class StatusCode {
   ResourceExhausted,
   /// The service cannot serve now (shutting down, no healthy worker); a retry may succeed.
   Unavailable,
+  /// A cap on what concurrent requests hold together was reached (e.g. live cache_salt
+  /// namespaces); the same request may succeed once others finish. HTTP 429; on the gRPC
+  /// wire RESOURCE_EXHAUSTED (not in gRPC's code set of its own).
+  RateLimited,
   /// A deadline passed before the operation finished.
   DeadlineExceeded,
   /// Data was corrupted (e.g. a KV block's checksum does not match).
@@ -47,6 +51,7 @@ inline const char* name(StatusCode c) {
     case StatusCode::FailedPrecondition: return "FailedPrecondition";
     case StatusCode::ResourceExhausted: return "ResourceExhausted";
     case StatusCode::Unavailable: return "Unavailable";
+    case StatusCode::RateLimited: return "RateLimited";
     case StatusCode::DeadlineExceeded: return "DeadlineExceeded";
     case StatusCode::DataLoss: return "DataLoss";
     case StatusCode::Cancelled: return "Cancelled";
@@ -69,6 +74,7 @@ class Status {
   static Status FailedPrecondition(std::string msg) { return {StatusCode::FailedPrecondition, std::move(msg)}; }
   static Status ResourceExhausted(std::string msg) { return {StatusCode::ResourceExhausted, std::move(msg)}; }
   static Status Unavailable(std::string msg) { return {StatusCode::Unavailable, std::move(msg)}; }
+  static Status RateLimited(std::string msg) { return {StatusCode::RateLimited, std::move(msg)}; }
   static Status DeadlineExceeded(std::string msg) { return {StatusCode::DeadlineExceeded, std::move(msg)}; }
   static Status DataLoss(std::string msg) { return {StatusCode::DataLoss, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {StatusCode::Cancelled, std::move(msg)}; }

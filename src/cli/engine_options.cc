@@ -17,6 +17,11 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("--ctx-size", cfg.ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 30));
   cmd.add_flag("--no-prefix-cache{false}", cfg.prefix_cache, "turn the radix prefix cache off");
   add_choice_option(cmd, "--eviction", cfg.eviction, eviction_choices(), "prefix-cache eviction: lru or lfu", "lru");
+  cmd.add_option("--max-cache-salts", cfg.max_cache_salts,
+                 "distinct cache_salt values of unfinished requests (429 for a new one beyond) and salted "
+                 "prefix-cache namespaces kept (idle ones evicted, least recently used first); 0 = no cap")
+      ->default_val(4096)
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd.add_option("--long-prefill-threshold", cfg.long_prefill_threshold,
                  "max prompt tokens of one request per step (0 = the whole budget)")->check(CLI::Range(0, 1 << 30));
   add_choice_option(cmd, "--scheduling-policy", cfg.scheduling_policy, scheduling_choices(),

@@ -8,7 +8,8 @@ grpc::StatusCode to_grpc(StatusCode c) {
     case StatusCode::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
     case StatusCode::NotFound: return grpc::StatusCode::NOT_FOUND;
     case StatusCode::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case StatusCode::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::ResourceExhausted:
+    case StatusCode::RateLimited: return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case StatusCode::Unavailable: return grpc::StatusCode::UNAVAILABLE;
     case StatusCode::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case StatusCode::DataLoss: return grpc::StatusCode::DATA_LOSS;

@@ -101,8 +101,12 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
     }
   }
 
+  auto salt_hold = salt_gate_.acquire(opts.cache_salt);
+  if (!salt_hold.ok()) return salt_hold.status();
+
   const double now = now_seconds();
   auto group = std::make_shared<RequestGroup>();
+  group->salt_hold = std::move(salt_hold.value());
   group->n = group->unfinished = opts.n;
   group->arrival_time = now;
   group->prompt_len = n;
@@ -166,6 +170,7 @@ EngineStats EngineImpl::stats() const {
   s.requests_waiting = stats_waiting_ + pending_;
   s.requests_awaiting_kv = stats_awaiting_kv_;
   s.prefix_cache_namespaces = stats_namespaces_;
+  s.cache_salts_in_use = static_cast<int64_t>(salt_gate_.held());
   MetricsSnapshot m;
   metrics_.fill(m);
   s.prompt_tokens_total = m.prompt_tokens;

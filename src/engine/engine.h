@@ -43,6 +43,10 @@ struct EngineConfig {
   int ctx_size = 0;                // 0 ⇒ the model's context_length
   bool prefix_cache = true;        // radix prefix cache (--no-prefix-cache turns it off)
   kv::EvictionPolicy eviction = kv::EvictionPolicy::kLru;  // --eviction
+  // --max-cache-salts: distinct non-empty cache_salt values of unfinished requests (a new
+  // one beyond is refused with RateLimited), and salted prefix-cache namespaces kept (a new
+  // one beyond evicts idle ones, least recently used first). 0 = no cap; engine/cache_salt_gate.h.
+  int64_t max_cache_salts = 4096;
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
   SchedulingPolicy scheduling_policy{};  // --scheduling-policy; value-initialised: kFcfs (checked in engine.cc)
   double request_timeout_s = 0;    // abort requests running longer (0 = never)
@@ -101,6 +105,7 @@ struct EngineStats {
   /// (decode worker); counted in neither running nor waiting.
   int64_t requests_awaiting_kv = 0;
   int64_t prefix_cache_namespaces = 0;  // radix-cache namespaces (cache_salt values) holding blocks or locks
+  int64_t cache_salts_in_use = 0;       // distinct non-empty salts of unfinished requests (the --max-cache-salts gate)
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
 };
@@ -114,8 +119,9 @@ class Engine {
   /// Enqueues a request. Errors (returned at once, nothing enqueued): InvalidArgument for
   /// an empty prompt, a prompt that does not leave room for one generated token in the
   /// context or a token id outside the vocabulary; ResourceExhausted for a request that
-  /// could never fit in the KV pool; Unavailable when the engine cannot serve (shutting
-  /// down, a router without a reachable decode worker).
+  /// could never fit in the KV pool; RateLimited for a new cache_salt while
+  /// --max-cache-salts others have unfinished requests; Unavailable when the engine cannot
+  /// serve (shutting down, a router without a reachable decode worker).
   virtual Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt,
                                                         const SamplingParams& params) = 0;
 

@@ -53,7 +53,9 @@ class EngineImpl final : public Engine {
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), tiers_(std::move(tiers)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
         blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))),
-        grammars_(*tok_, model_->config().n_vocab) {
+        grammars_(*tok_, model_->config().n_vocab),
+        salt_gate_(cfg.prefix_cache ? static_cast<size_t>(cfg.max_cache_salts) : 0) {
+    kv_.set_max_cache_namespaces(salt_gate_.max_salts());
     if (cfg_.kv_source) {
       sched_.set_remote_prefill_decider([this](Sequence& s) { return wants_remote_prefill(s); });
     }
@@ -151,6 +153,7 @@ class EngineImpl final : public Engine {
   Scheduler sched_;  // engine thread only
   CacheBlockAccess blocks_;
   GrammarCache grammars_;
+  CacheSaltGate salt_gate_;  // --max-cache-salts (0 = no cap; none without a prefix cache)
   std::unique_ptr<Proposer> proposer_;  // null without --speculative
   SpecStepTiming spec_timing_;           // what draft rows cost (spec_cost.h)
   EngineMetrics metrics_;

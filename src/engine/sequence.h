@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cache_salt_gate.h"
 #include "engine/kv_transfer.h"
 #include "grammar/matcher.h"
 #include "engine/output_processor.h"
@@ -36,6 +37,9 @@ struct RequestGroup {
   /// Choices 1..n-1, created when choice 0 samples its first token (they share its
   /// prompt blocks); each entry is (stream, rng seed).
   std::vector<std::pair<std::shared_ptr<RequestStream>, uint64_t>> pending_forks;
+  /// The request's hold on its cache_salt (--max-cache-salts); dropped with the group,
+  /// i.e. after every choice has freed its KV.
+  std::shared_ptr<CacheSaltGate::Hold> salt_hold;
 };
 
 /// One choice inside the engine. `tokens` = prompt followed by generated tokens; the

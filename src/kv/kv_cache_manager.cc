@@ -187,6 +187,10 @@ KvUsage KvCacheManager::usage() const {
 }
 
 size_t KvCacheManager::num_cache_namespaces() const { return cache_ ? cache_->num_namespaces() : 0; }
+void KvCacheManager::set_max_cache_namespaces(size_t n) {
+  if (cache_) cache_->set_max_namespaces(n);
+}
+int64_t KvCacheManager::num_cache_namespaces_evicted() const { return cache_ ? cache_->namespaces_evicted() : 0; }
 int64_t KvCacheManager::num_evictable_blocks() const { return cache_ ? cache_->evictable_size() : 0; }
 int64_t KvCacheManager::num_protected_blocks() const { return cache_ ? cache_->protected_size() : 0; }
 

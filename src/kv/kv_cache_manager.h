@@ -144,6 +144,12 @@ class KvCacheManager {
   KvUsage usage() const;
   /// Radix-cache namespaces currently alive (0 or more; each has blocks or a lock).
   size_t num_cache_namespaces() const;
+  /// Caps the salted (non-"") namespaces at `n` (0 = no cap): a match in a new namespace
+  /// over the cap first evicts the blocks of whole idle namespaces, least recently used
+  /// first (RadixCache::set_max_namespaces). No-op without prefix caching.
+  void set_max_cache_namespaces(size_t n);
+  /// Idle namespaces evicted whole under that cap so far.
+  int64_t num_cache_namespaces_evicted() const;
   /// Radix-cache blocks no sequence holds (evictable) / some sequence holds (protected).
   int64_t num_evictable_blocks() const;
   int64_t num_protected_blocks() const;

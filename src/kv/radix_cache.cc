@@ -40,6 +40,7 @@ struct RadixCache::Node {
   double evict_key = 0;  // smaller is evicted first; fixed while in the leaf heap
   uint64_t id = 0;
   int64_t heap_pos = -1;  // index in leaves_ (an evictable leaf), else -1
+  uint64_t idle_key = 0;  // a root's key in idle_roots_ (0: not there)
 };
 
 // The evictable leaves: a 4-ary min-heap of (evict_key, id, node) entries whose nodes know
@@ -169,17 +170,60 @@ void RadixCache::release_node(Node* n) {
   n->hits = 0;
   n->evict_key = 0;
   n->heap_pos = -1;
+  n->idle_key = 0;
   free_nodes_.push_back(n);
 }
 
 RadixCache::Node* RadixCache::root(const std::string& ns) {
-  auto [it, added] = roots_.try_emplace(ns, nullptr);
-  if (added) {
-    it->second = new_node();
-    it->second->ns = &it->first;
-    it->second->id = next_id_++;
+  if (auto it = roots_.find(ns); it != roots_.end()) return it->second;
+  if (!ns.empty()) {
+    make_room_for_namespace();
+    ++salted_;
   }
+  auto it = roots_.emplace(ns, new_node()).first;
+  it->second->ns = &it->first;
+  it->second->id = next_id_++;
   return it->second;
+}
+
+void RadixCache::make_room_for_namespace() {
+  while (max_namespaces_ > 0 && salted_ >= max_namespaces_ && !idle_roots_.empty())
+    evict_namespace(idle_roots_.begin()->second);
+}
+
+void RadixCache::update_idle_root(Node* r) {
+  const bool idle = !r->ns->empty() && r->lock_ref == 0 && !r->children.empty();
+  if (idle == (r->idle_key != 0)) return;
+  if (idle) {
+    r->idle_key = next_idle_key_++;
+    idle_roots_.emplace(r->idle_key, r);
+  } else {
+    idle_roots_.erase(r->idle_key);
+    r->idle_key = 0;
+  }
+}
+
+void RadixCache::evict_namespace(Node* r) {
+  assert(r->parent == nullptr && r->lock_ref == 0);
+  // No lock in the namespace: every node is evictable (lock_ref 0, no pool reference).
+  std::vector<Node*> todo(r->children.begin(), r->children.end()), all;
+  while (!todo.empty()) {
+    Node* x = todo.back();
+    todo.pop_back();
+    all.push_back(x);
+    todo.insert(todo.end(), x->children.begin(), x->children.end());
+  }
+  for (Node* x : all) {
+    assert(x->lock_ref == 0 && pool_.ref_count(x->block) == 0);
+    if (x->heap_pos >= 0) heap_erase(x);
+    pool_.release_cached(x->block);
+    --evictable_size_;
+  }
+  for (Node* x : all) release_node(x);
+  r->children.clear();
+  r->index.reset();
+  ++namespaces_evicted_;
+  maybe_free_root(r);
 }
 
 void RadixCache::touch(Node* n) {
@@ -207,7 +251,10 @@ void RadixCache::add_lock(Node* n, int delta) {
     const int64_t before = x->lock_ref;
     x->lock_ref += delta;
     assert(x->lock_ref >= 0);
-    if (x->block < 0) continue;  // a root holds no block
+    if (x->block < 0) {  // a root holds no block
+      update_idle_root(x);
+      continue;
+    }
     if (before == 0 && x->lock_ref > 0) --evictable_size_, ++protected_size_;
     if (before > 0 && x->lock_ref == 0) ++evictable_size_, --protected_size_;
     update_leaf(x);
@@ -216,6 +263,8 @@ void RadixCache::add_lock(Node* n, int delta) {
 
 void RadixCache::maybe_free_root(Node* r) {
   if (r->parent != nullptr || r->lock_ref != 0 || !r->children.empty()) return;
+  if (r->idle_key != 0) idle_roots_.erase(r->idle_key);
+  if (!r->ns->empty()) --salted_;
   roots_.erase(*r->ns);
   release_node(r);
 }

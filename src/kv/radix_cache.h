@@ -12,7 +12,10 @@
 // incrementally, so evicting k blocks costs O(k log n).
 //
 // Namespaces (the `cache_salt`) are keyed by the salt string itself; a namespace's root
-// exists while it has blocks or locks, and is freed with its last one.
+// exists while it has blocks or locks, and is freed with its last one. Salted namespaces
+// (every one but the default "") can be capped (set_max_namespaces): a new one over the
+// cap first evicts whole idle namespaces (no lock anywhere in them), least recently
+// released first.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +87,19 @@ class RadixCache {
   int64_t protected_size() const { return protected_size_; }
   /// Namespaces that currently have a root (blocks or locks).
   size_t num_namespaces() const { return roots_.size(); }
+  /// Of those, the salted ones (all but the default namespace "").
+  size_t num_salted_namespaces() const { return salted_; }
+  /// Salted namespaces holding blocks but no lock (what the cap may evict).
+  size_t num_idle_namespaces() const { return idle_roots_.size(); }
+  /// Idle namespaces evicted whole to make room under the cap, since construction.
+  int64_t namespaces_evicted() const { return namespaces_evicted_; }
+
+  /// Caps the salted namespaces at `n` (0 = no cap, the default): match_prefix in a new
+  /// salted namespace first evicts every block of the least recently released idle
+  /// namespaces until fewer than `n` remain. The cap is not a refusal: when every
+  /// namespace is locked, the new one is made anyway (one past the cap). The caller
+  /// keeps locked namespaces below the cap (engine/cache_salt_gate.h) so that never happens.
+  void set_max_namespaces(size_t n) { max_namespaces_ = n; }
 
  private:
   Node* root(const std::string& ns);
@@ -100,6 +116,9 @@ class RadixCache {
   void add_lock(Node* n, int delta);
   void update_leaf(Node* n);
   void maybe_free_root(Node* r);
+  void update_idle_root(Node* r);     // a root's place in idle_roots_ after a lock change
+  void evict_namespace(Node* r);      // frees every block of an unlocked namespace, and its root
+  void make_room_for_namespace();     // the cap: evicts idle namespaces until one more fits
 
   BlockPool& pool_;
   int block_size_;
@@ -107,6 +126,11 @@ class RadixCache {
   std::vector<std::unique_ptr<Node>> nodes_;  // every node ever made
   std::vector<Node*> free_nodes_;  // released nodes, reused before nodes_ grows
   std::map<std::string, Node*> roots_;
+  size_t salted_ = 0;          // roots_ other than ""
+  size_t max_namespaces_ = 0;  // cap on salted_ (0 = none)
+  std::map<uint64_t, Node*> idle_roots_;  // salted roots with blocks and no lock, by idle_key (release order)
+  uint64_t next_idle_key_ = 1;
+  int64_t namespaces_evicted_ = 0;
   std::vector<LeafEntry> leaves_;  // evictable leaves: a 4-ary min-heap in eviction order
   int64_t evictable_size_ = 0, protected_size_ = 0;
   uint64_t clock_ = 0;    // logical access time

@@ -55,6 +55,7 @@ int http_status(StatusCode c) {
     case StatusCode::FailedPrecondition:
     case StatusCode::ResourceExhausted: return 400;
     case StatusCode::NotFound: return 404;
+    case StatusCode::RateLimited: return 429;
     case StatusCode::Unavailable:
     case StatusCode::Cancelled: return 503;
     case StatusCode::DeadlineExceeded: return 504;
@@ -65,6 +66,7 @@ int http_status(StatusCode c) {
 }
 
 const char* openai_error_type(StatusCode c) {
+  if (c == StatusCode::RateLimited) return "requests";  // OpenAI's 429 type for request limits
   return http_status(c) < 500 ? "invalid_request_error" : "server_error";
 }
 

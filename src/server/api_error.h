@@ -42,11 +42,11 @@ ApiError unavailable(std::string message);
 /// The HTTP status for a failed Status of code `c` (the one code → HTTP mapping):
 ///   InvalidArgument, FailedPrecondition → 400; ResourceExhausted → 400 too (a request
 ///   larger than the whole KV pool: a retry fails the same way, so not 429);
-///   NotFound → 404; Unavailable, Cancelled → 503 (shutting down, no healthy worker, an
+///   NotFound → 404; RateLimited → 429 (a retry after others finish may succeed); Unavailable, Cancelled → 503 (shutting down, no healthy worker, an
 ///   aborted request: clients retry those); DeadlineExceeded → 504; DataLoss, Internal → 500.
 int http_status(StatusCode c);
-/// The OpenAI error type for code `c`: "invalid_request_error" for the 4xx codes above,
-/// "server_error" for the 5xx ones.
+/// The OpenAI error type for code `c`: "requests" for RateLimited (OpenAI's 429 type),
+/// "invalid_request_error" for the other 4xx codes above, "server_error" for the 5xx ones.
 const char* openai_error_type(StatusCode c);
 /// The API error for a failed Status: its message, http_status() and openai_error_type();
 /// `param` (the request field at fault) is kept only for 4xx errors.

@@ -191,7 +191,12 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
     if (!r.ok()) {
       abort_all();
       // The code decides: a bad request is a 400 naming the prompt; an engine that went
-      // unavailable meanwhile (e.g. every decode worker died) answers 503, which clients retry.
+      // unavailable meanwhile (e.g. every decode worker died) answers 503, which clients
+      // retry; a new cache_salt while --max-cache-salts others are in use is a 429 naming
+      // the salt (retryable: the request is fine, the server is busy with other salts).
+      if (r.status().code() == StatusCode::RateLimited)
+        return ApiError{429, r.status().message() + ".", "requests",
+                        std::string("cache_salt"), std::string("rate_limit_exceeded")};
       return api_error(r.status(), std::string(req.prompt_param()));
     }
     for (int k = 0; k < req.n; ++k) {

@@ -142,6 +142,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
   auto streams = std::make_unique<ChoiceStreams>();
   streams->set_lease(std::move(lease));
   if (auto err = streams->submit(engine_, r, prompts)) {
+    if (err->status == 429) res.set_header("Retry-After", "1");
     send_error(res, *err);
     return;
   }

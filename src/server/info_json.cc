@@ -28,6 +28,9 @@ json health_json(const engine::EngineStats& s, bool shutting_down, const std::st
     j["kv_bytes_total"] = s.kv_blocks_total * s.kv_block_bytes;
     j["kv_bytes_used"] = s.kv_blocks_used * s.kv_block_bytes;
     j["kv_bytes_cached"] = s.kv_blocks_cached * s.kv_block_bytes;
+    // The prefix cache's namespaces and the salts unfinished requests hold (--max-cache-salts).
+    j["prefix_cache_namespaces"] = s.prefix_cache_namespaces;
+    j["cache_salts_in_use"] = s.cache_salts_in_use;
   }
   if (!not_ready.empty()) j["reason"] = not_ready;
   return j;

@@ -9,12 +9,15 @@
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "support/pool_free.h"
 #include "support/raw_http.h"
@@ -186,6 +189,20 @@ long rss_kib(pid_t pid) {
   return 0;
 }
 
+/// CPU seconds (user + system) the process `pid` has used.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // fields from 3 (state) on
+  std::string f;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> f; ++i) {
+    if (i == 14) utime = std::atoll(f.c_str());
+    if (i == 15) stime = std::atoll(f.c_str());
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
   testing::ServerProcess srv({"--max-json-depth", "8", "--max-stop-length", "16", "--max-prompt-tokens", "8",
                               "--max-completion-tokens", "256"});
@@ -309,45 +326,164 @@ TEST(HttpLimits, AGrammarExpandingPastTheCapGetsA400AndTheNextRequestIsServed) {
   EXPECT_TRUE(testing::wait_pool_free(srv.port()));
 }
 
-// DISABLED for its run time (11,000 requests: 731 s on the 2-core machine under load; a
-// few minutes idle) — run it with --gtest_also_run_disabled_tests. It passed on main after
-// the merge of this work. While it was written, a request was once seen waiting in the
-// engine for ever with the pool free after some thousands of distinct-salt requests; that
-// did not reproduce on main (3,000 sequential, 4 x 150, 16 x 100 and 8 x 2,000 keep-alive
-// requests, and this test), and is noted on issue #20.
-TEST(HttpLimits, DISABLED_TenThousandCacheSaltsLeaveTheServersMemoryWhereItWas) {
-  // A small pool: the salts' cached blocks (one full block each) are evicted all along,
-  // and with them their namespaces (a namespace lives only while it holds a block).
-  testing::ServerProcess srv({"--num-kv-blocks", "64", "--request-timeout", "10"});  // a stall fails, not hangs
+json health(const testing::ServerProcess& srv) {
+  auto res = srv.client().Get("/health");
+  return res ? json::parse(res->body, nullptr, false) : json();
+}
+
+/// A streamed completion that runs (ignore_eos, thousands of tokens) until `stop` is set,
+/// then hangs up (the server aborts it). `started` is set at its first event.
+struct HeldStream {
+  std::atomic<bool> started{false}, stop{false};
+  int status = 0;
+  std::thread t;
+  HeldStream(const testing::ServerProcess& srv, const json& body) {
+    t = std::thread([this, &srv, body] {
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = body.dump();
+      req.set_header("Content-Type", "application/json");
+      req.response_handler = [this](const httplib::Response& r) {
+        status = r.status;
+        return true;
+      };
+      req.content_receiver = [this](const char*, size_t, uint64_t, uint64_t) {
+        started = true;
+        return !stop.load();
+      };
+      auto c = srv.client();
+      httplib::Response res;
+      httplib::Error err;
+      c.send(req, res, err);
+      started = true;  // also on an error, so that a waiter does not wait for ever
+    });
+  }
+  ~HeldStream() {
+    stop = true;
+    t.join();
+  }
+};
+
+const char* const kSaltPrompt = "Once upon a time, there was a little girl named Lily. She loved to play";  // > 1 block
+
+TEST(HttpLimits, ANewCacheSaltPastMaxCacheSaltsGets429WhileOthersAreServed) {
+  // A context long enough that the held streams run for seconds (4,000 tokens) while the
+  // test needs milliseconds; they end when the test hangs up.
+  testing::ServerProcess srv({"--max-cache-salts", "2", "--ctx-size", "4096"});
   ASSERT_TRUE(srv.ready()) << srv.error();
-  const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
-  // One client, one request at a time. (Several concurrent clients with distinct salts
-  // on this 64-block pool can leave a request waiting in the engine for ever with the
-  // pool free — an engine/KV issue reported separately, not what this test is about.)
-  auto run = [&](int from, int to) {
-    auto c = srv.client();
-    c.set_keep_alive(true);
-    for (int i = from; i < to; ++i) {
-      const json body = {{"prompt", prompt}, {"max_tokens", 1}, {"cache_salt", "tenant-" + std::to_string(i)}};
-      auto res = c.Post("/v1/completions", body.dump(), "application/json");
-      ASSERT_TRUE(res && res->status == 200) << i;
-      ASSERT_EQ(res->body.find("\"error\""), std::string::npos) << i << ": " << res->body;
-    }
+  auto body = [](const std::string& salt, int max_tokens) {
+    json b = {{"prompt", kSaltPrompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+    if (!salt.empty()) b["cache_salt"] = salt;
+    return b;
   };
-  run(0, 1000);  // warm-up: allocator arenas, radix nodes, connection buffers
+  {
+    std::vector<std::unique_ptr<HeldStream>> held;
+    for (const char* salt : {"s1", "s2"}) {
+      json b = body(salt, 4000);
+      b["ignore_eos"] = true;
+      b["stream"] = true;
+      held.push_back(std::make_unique<HeldStream>(srv, b));
+    }
+    ASSERT_TRUE(testing::wait_until([&] { return held[0]->started && held[1]->started; }));
+    ASSERT_EQ(held[0]->status, 200);
+    ASSERT_EQ(held[1]->status, 200);
+    EXPECT_EQ(health(srv)["cache_salts_in_use"], 2);
+    auto cli = srv.client();
+    // A third salt: 429 naming the field and the flag, with Retry-After.
+    auto res = cli.Post("/v1/completions", body("s3", 4).dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 429) << res->body;
+    EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+    const json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.contains("error")) << res->body;
+    EXPECT_EQ(err["error"]["param"], "cache_salt") << res->body;
+    EXPECT_EQ(err["error"]["code"], "rate_limit_exceeded") << res->body;
+    EXPECT_EQ(err["error"]["type"], "requests") << res->body;
+    EXPECT_NE(err["error"]["message"].get<std::string>().find("--max-cache-salts 2"), std::string::npos) << res->body;
+    // Streamed: the same 429 as a status, before any event.
+    json sb = body("s3", 4);
+    sb["stream"] = true;
+    auto sres = cli.Post("/v1/completions", sb.dump(), "application/json");
+    ASSERT_TRUE(sres);
+    EXPECT_EQ(sres->status, 429) << sres->body;
+    // Meanwhile: a request without a salt, and one with a salt in use, are served.
+    for (const std::string salt : {"", "s1"}) {
+      auto ok = cli.Post("/v1/completions", body(salt, 4).dump(), "application/json");
+      ASSERT_TRUE(ok);
+      EXPECT_EQ(ok->status, 200) << salt << ": " << ok->body;
+    }
+    EXPECT_FALSE(held[0]->stop || held[1]->stop);
+  }  // hang up: both streams are aborted
   ASSERT_TRUE(testing::wait_pool_free(srv.port()));
+  EXPECT_TRUE(testing::wait_until([&] { return health(srv)["cache_salts_in_use"] == 0; }));
+  // Now s3 is served; its blocks evict the idle namespace released first (s1 or s2): two
+  // salted namespaces stay, plus the default one of the unsalted request.
+  auto cli = srv.client();
+  auto first = cli.Post("/v1/completions", body("s3", 8).dump(), "application/json");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  ASSERT_TRUE(testing::wait_pool_free(srv.port()));
+  EXPECT_EQ(health(srv)["prefix_cache_namespaces"], 3) << health(srv).dump();
+  // The same salted request again, now from the cache: the same answer.
+  auto again = cli.Post("/v1/completions", body("s3", 8).dump(), "application/json");
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, 200) << again->body;
+  const json a = json::parse(first->body), b = json::parse(again->body);
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << first->body;
+  EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << again->body;
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+}
+
+TEST(HttpLimits, TenThousandCacheSaltsLeaveTheServersMemoryWhereItWas) {
+  // The pool (1,024 blocks) holds far more than the cap's 256 salts' blocks (1 full block
+  // each), so it is the cap that evicts: every new salt past 256 evicts the least recently
+  // used idle namespace whole. One compute thread: ~11,000 tiny steps, no fork/join per
+  // step (which on a loaded machine costs more than the step). 16 HTTP threads: the clients' 8 keep-alive connections are
+  // served by the same few threads (stacks touched once, in the warm-up).
+  testing::ServerProcess srv({"--num-kv-blocks", "1024", "--max-cache-salts", "256", "--http-threads", "16", "--threads", "1",
+                              "--request-timeout", "10"});  // a stall fails, not hangs
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  constexpr int kClients = 8;
+  std::atomic<int> failed{0};
+  auto run = [&](int from, int to) {  // salts [from, to) over kClients concurrent clients
+    std::vector<std::thread> ts;
+    for (int k = 0; k < kClients; ++k)
+      ts.emplace_back([&, k] {
+        auto c = srv.client();
+        c.set_keep_alive(true);
+        for (int i = from + k; i < to; i += kClients) {
+          const json body = {{"prompt", kSaltPrompt}, {"max_tokens", 1}, {"cache_salt", "tenant-" + std::to_string(i)}};
+          auto res = c.Post("/v1/completions", body.dump(), "application/json");
+          if (!res || res->status != 200 || res->body.find("\"error\"") != std::string::npos) {
+            if (failed++ < 5) ADD_FAILURE() << "salt " << i << ": " << (res ? res->body : "no answer");
+          }
+        }
+      });
+    for (auto& t : ts) t.join();
+  };
+  run(0, 1000);  // warm-up: allocator arenas, radix nodes, connection buffers, the cap filled
+  ASSERT_TRUE(testing::wait_pool_free(srv.port()));
+  EXPECT_EQ(health(srv)["prefix_cache_namespaces"], 256);
   const long before = rss_kib(srv.pid());
   run(1000, 11000);
+  ASSERT_EQ(failed.load(), 0);
   ASSERT_TRUE(testing::wait_pool_free(srv.port()));
   const long after = rss_kib(srv.pid());
-  std::printf("RSS after 1,000 salts %ld KiB, after 10,000 more %ld KiB\n", before, after);
+  std::printf("RSS after 1,000 salts %ld KiB, after 10,000 more %ld KiB; server CPU %.1f s\n", before, after,
+              cpu_seconds(srv.pid()));
   ASSERT_GT(before, 0);
-  // Each live namespace would cost at least a radix root and a salt string: 10,000 of
-  // them kept would be well over 1 MiB; the pool's 64 blocks bound what may stay.
+  // Exactly the cap's namespaces live on, none of them held.
+  const json h = health(srv);
+  EXPECT_EQ(h["prefix_cache_namespaces"], 256) << h.dump();
+  EXPECT_EQ(h["cache_salts_in_use"], 0) << h.dump();
+  // Each namespace kept would cost at least a radix root, a map node and the salt string
+  // (~300 bytes): 10,000 kept would be ~3 MiB. The pool is allocated at start; what stays
+  // is bounded by the cap, filled in the warm-up. 1 MiB leaves room for allocator noise.
   EXPECT_LT(after - before, 1024);
   // The cache still works per salt: the same salt twice shares the prompt's block.
   auto c = srv.client();
-  const json body = {{"prompt", prompt}, {"max_tokens", 1}, {"cache_salt", "tenant-again"}};
+  const json body = {{"prompt", kSaltPrompt}, {"max_tokens", 1}, {"cache_salt", "tenant-again"}};
   c.Post("/v1/completions", body.dump(), "application/json");
   auto res = c.Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(res && res->status == 200);

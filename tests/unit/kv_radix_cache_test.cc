@@ -274,5 +274,73 @@ TEST(RadixCache, NamespacesAreKeyedBySaltAndFreedWithTheirLastBlock) {
   EXPECT_EQ(rc.num_namespaces(), 0u);
 }
 
+TEST(RadixCache, TheNamespaceCapEvictsWholeIdleNamespacesLeastRecentlyReleasedFirst) {
+  BlockPool pool(64);
+  RadixCache rc(pool, kBs, EvictionPolicy::kLru);
+  rc.set_max_namespaces(3);
+  const auto two = seq(2 * kBs, 0), one = seq(kBs, 50);
+  cache_sequence(rc, pool, two, "a");  // 2 blocks
+  cache_sequence(rc, pool, one, "b");  // 1 block each
+  cache_sequence(rc, pool, one, "c");
+  cache_sequence(rc, pool, one);       // the default namespace: never counted, never evicted by the cap
+  EXPECT_EQ(rc.num_namespaces(), 4u);
+  EXPECT_EQ(rc.num_salted_namespaces(), 3u);
+  EXPECT_EQ(rc.num_idle_namespaces(), 3u);
+  EXPECT_EQ(pool.num_cached(), 5);
+  // "a" is used again: the release order is now b, c, a.
+  std::vector<int32_t> out;
+  RadixCache::Node* n = rc.match_prefix("a", two.data(), 2, out);
+  ASSERT_EQ(out.size(), 2u);
+  for (int32_t x : out) pool.decref(x);
+  rc.unlock(n);
+
+  // A fourth salt evicts b, the least recently released, whole.
+  cache_sequence(rc, pool, one, "d");
+  EXPECT_EQ(rc.num_salted_namespaces(), 3u);
+  EXPECT_EQ(rc.namespaces_evicted(), 1);
+  EXPECT_EQ(pool.num_cached(), 5);  // a 2 + c 1 + d 1 + default 1
+  EXPECT_EQ(pool.num_free(), 59);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+  // A fifth evicts c; a (2 blocks, both leaves and inner nodes) goes with the sixth.
+  cache_sequence(rc, pool, one, "e");
+  cache_sequence(rc, pool, one, "f");
+  EXPECT_EQ(rc.namespaces_evicted(), 3);
+  EXPECT_EQ(pool.num_cached(), 4);  // d, e, f, default
+  EXPECT_EQ(rc.num_nodes(), 4);
+  for (const char* kept : {"d", "e", "f"}) {  // matching a live namespace evicts nothing
+    n = rc.match_prefix(kept, one.data(), 1, out = {});
+    EXPECT_EQ(out.size(), 1u) << kept;
+    for (int32_t x : out) pool.decref(x);
+    rc.unlock(n);
+  }
+  EXPECT_EQ(rc.namespaces_evicted(), 3);
+
+  // Locked namespaces are never evicted: with d, e and f locked, a new salt goes one past the cap.
+  std::vector<RadixCache::Node*> locks;
+  std::vector<int32_t> held;
+  for (const char* s : {"d", "e", "f"}) locks.push_back(rc.match_prefix(s, one.data(), 1, held));
+  EXPECT_EQ(rc.num_idle_namespaces(), 0u);
+  const int64_t evicted = rc.namespaces_evicted();
+  cache_sequence(rc, pool, one, "g");
+  EXPECT_EQ(rc.namespaces_evicted(), evicted);
+  EXPECT_EQ(rc.num_salted_namespaces(), 4u);
+  EXPECT_EQ(rc.num_idle_namespaces(), 1u);  // g
+  for (int32_t x : held) pool.decref(x);
+  for (RadixCache::Node* l : locks) rc.unlock(l);
+  EXPECT_EQ(rc.num_idle_namespaces(), 4u);
+  // The next new salt evicts down to the cap: g (released first), then the earliest of d, e, f.
+  cache_sequence(rc, pool, one, "h");
+  EXPECT_EQ(rc.num_salted_namespaces(), 3u);
+  EXPECT_EQ(rc.namespaces_evicted(), evicted + 2);
+  EXPECT_EQ(rc.evictable_size(), pool.num_cached());
+  EXPECT_EQ(pool.num_cached() + pool.num_free(), 64);
+  // The ordinary eviction still frees a namespace with its last block.
+  EXPECT_EQ(rc.evict(100), 4);
+  EXPECT_EQ(rc.num_namespaces(), 0u);
+  EXPECT_EQ(rc.num_salted_namespaces(), 0u);
+  EXPECT_EQ(rc.num_idle_namespaces(), 0u);
+  EXPECT_EQ(pool.num_free(), 64);
+}
+
 }  // namespace
 }  // namespace pdserve::kv
