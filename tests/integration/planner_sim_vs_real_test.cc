@@ -84,6 +84,7 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
   EXPECT_EQ(p.model.n_layer, 5);
   EXPECT_EQ(p.model.n_ctx, 512);
   EXPECT_EQ(p.machine.threads, 1);
+  EXPECT_DOUBLE_EQ(p.machine.idle_gap_seconds, 0);  // the default: samples back to back
   EXPECT_EQ(p.prefill.size(), 8u);   // 4 chunks x 2 cached prefixes
   EXPECT_EQ(p.decode.size(), 6u);    // 3 batches x 2 contexts
   EXPECT_EQ(p.transfer.size(), 1u);
@@ -115,13 +116,18 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
   EXPECT_NE(badp.out.find("error: " + dir + "/bad.json: missing field model"), std::string::npos) << badp.out;
 }
 
-// DISABLED (2026-12-02): on an idle machine the real `serve` runs its steps ~25-30 % slower
-// than `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0 simulated, TPOT
-// 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so it is the
-// engine, not HTTP). Not yet explained: the real run shares the 2 vCPUs (no SMT) with the
-// bench client while the profile runs alone, the likeliest difference. Under load (other jobs on both cores) the two agreed (5/5 within 25 %). The profile
-// must be measured beside a client's load (or the client pinned away) before this runs in
-// CI again — issue #15. Run it with --gtest_also_run_disabled_tests.
+// DISABLED (2026-12-02): on an idle machine the real `serve` ran its steps ~25-30 % slower
+// than a back-to-back `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0
+// simulated, TPOT 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so
+// it is the engine, not HTTP). Under load (other jobs on both cores) the two agreed (5/5).
+// Measured since (simreal15, bench/RESULTS.md #15): serve's own forward times (debug log)
+// for a request's first step after an idle gap of seconds were up to ~4 ms above the
+// profile's for the same prompt length, and its first decode steps ~0.2 ms above the later
+// ones: the trace's ~1 request/s leaves the engine (and, on an idle VM, its vCPU) idle
+// before each request, while the profile ran its samples back to back. The profile now
+// waits --idle-gap seconds before each sample, as serve does at this rate. Not yet shown
+// to pass on an idle machine (it was never idle while this was measured): re-enable after
+// >= 5 idle and >= 5 loaded passes — issue #15. Run it with --gtest_also_run_disabled_tests.
 TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
   const std::string dir = temp_dir();
   testing::ServerProcess::Options so;
@@ -134,13 +140,15 @@ TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
   for (int attempt = 1; attempt <= 3 && !agreed; ++attempt) {
     // The profile is measured just before and just after the real run, and the two merged
     // (equal grid points are averaged): the machine's load drifts, this follows it.
-    Cmd before = pdserve(profile_flags(kRunModel) + " --repeats 3 -o " + dir + "/p1.json");
+    // --idle-gap: each sample after half a second of an idle engine, as the slice's requests
+    // (about one a second) meet the server.
+    Cmd before = pdserve(profile_flags(kRunModel) + " --repeats 3 --idle-gap 0.5 -o " + dir + "/p1.json");
     ASSERT_EQ(before.exit_code, 0) << before.out;
     // Other prompt texts each attempt (--seed): the server's prefix cache holds the earlier ones.
     Cmd real = pdserve("bench --url " + srv.base_url() + " --tokenizer " + kRunModel + " " + kSlice + " --seed " +
                        std::to_string(attempt) + " --no-progress --json " + dir + "/real.json");
     ASSERT_EQ(real.exit_code, 0) << real.out;
-    Cmd after = pdserve(profile_flags(kRunModel) + " --repeats 3 -o " + dir + "/p2.json");
+    Cmd after = pdserve(profile_flags(kRunModel) + " --repeats 3 --idle-gap 0.5 -o " + dir + "/p2.json");
     ASSERT_EQ(after.exit_code, 0) << after.out;
     planner::Profile merged = planner::load_profile(dir + "/p1.json");
     const planner::Profile p2 = planner::load_profile(dir + "/p2.json");
