@@ -45,7 +45,7 @@ struct ProfileOptions {
   /// Seconds the engine is left idle before each measured prefill and decode sample (after
   /// its prefix-cache warm-up run). 0 measures steps back to back, as a busy instance runs
   /// them; a server at a low arrival rate (about a request per second) instead starts each
-  /// request's steps after an idle gap, which here ran them slower (bench/RESULTS.md #15).
+  /// request's steps after an idle gap (whether that is slower here: bench/RESULTS.md #15).
   double idle_gap_seconds = 0;
   /// Called with a one-line note per measured point (progress).
   std::function<void(const std::string&)> progress;

@@ -120,14 +120,13 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
 // than a back-to-back `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0
 // simulated, TPOT 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so
 // it is the engine, not HTTP). Under load (other jobs on both cores) the two agreed (5/5).
-// Measured since (simreal15, bench/RESULTS.md #15): serve's own forward times (debug log)
-// for a request's first step after an idle gap of seconds were up to ~4 ms above the
-// profile's for the same prompt length, and its first decode steps ~0.2 ms above the later
-// ones: the trace's ~1 request/s leaves the engine (and, on an idle VM, its vCPU) idle
-// before each request, while the profile ran its samples back to back. The profile now
-// waits --idle-gap seconds before each sample, as serve does at this rate. Not yet shown
-// to pass on an idle machine (it was never idle while this was measured): re-enable after
-// >= 5 idle and >= 5 loaded passes — issue #15. Run it with --gtest_also_run_disabled_tests.
+// Measured since (simreal15, bench/RESULTS.md #15, all at load 11-13, none idle): serve's
+// own forward times (debug log) were ~20 % above the profile's for the same prefill length
+// and ~10 % for a decode step; a request after an idle gap of 0.5-4 s prefilled at most ~1 ms
+// slower than one after 20-70 ms, within the load's noise; a profile taken with
+// `--idle-gap 0.5` (each sample after an idle engine) did not move the simulation closer.
+// The cause is still not shown; it needs an idle machine to measure. Re-enable after >= 5
+// idle and >= 5 loaded passes — issue #15. Run it with --gtest_also_run_disabled_tests.
 TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
   const std::string dir = temp_dir();
   testing::ServerProcess::Options so;
@@ -140,15 +139,13 @@ TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
   for (int attempt = 1; attempt <= 3 && !agreed; ++attempt) {
     // The profile is measured just before and just after the real run, and the two merged
     // (equal grid points are averaged): the machine's load drifts, this follows it.
-    // --idle-gap: each sample after half a second of an idle engine, as the slice's requests
-    // (about one a second) meet the server.
-    Cmd before = pdserve(profile_flags(kRunModel) + " --repeats 3 --idle-gap 0.5 -o " + dir + "/p1.json");
+    Cmd before = pdserve(profile_flags(kRunModel) + " --repeats 3 -o " + dir + "/p1.json");
     ASSERT_EQ(before.exit_code, 0) << before.out;
     // Other prompt texts each attempt (--seed): the server's prefix cache holds the earlier ones.
     Cmd real = pdserve("bench --url " + srv.base_url() + " --tokenizer " + kRunModel + " " + kSlice + " --seed " +
                        std::to_string(attempt) + " --no-progress --json " + dir + "/real.json");
     ASSERT_EQ(real.exit_code, 0) << real.out;
-    Cmd after = pdserve(profile_flags(kRunModel) + " --repeats 3 --idle-gap 0.5 -o " + dir + "/p2.json");
+    Cmd after = pdserve(profile_flags(kRunModel) + " --repeats 3 -o " + dir + "/p2.json");
     ASSERT_EQ(after.exit_code, 0) << after.out;
     planner::Profile merged = planner::load_profile(dir + "/p1.json");
     const planner::Profile p2 = planner::load_profile(dir + "/p2.json");
