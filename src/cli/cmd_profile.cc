@@ -31,6 +31,11 @@ void add_profile_command(CLI::App& app, ProfileArgs& a) {
                   "(0: not measured)")
       ->default_val(8)
       ->check(CLI::Range(0, 10000));
+  cmd->add_option("--idle-gap", a.opts.idle_gap_seconds,
+                  "seconds the engine sits idle before each prefill/decode sample (0: back to back); a server at a low "
+                  "request rate starts each request after such a gap")
+      ->default_val(0)
+      ->check(CLI::Range(0.0, 60.0));
   cmd->add_flag("--quick", a.quick, "a small grid (a few seconds; for tests)");
 }
 

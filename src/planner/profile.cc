@@ -176,6 +176,7 @@ Profile parse_profile(const std::string& text, const std::string& what) {
   const json& mc = field(j, "machine", "", what);
   p.machine.threads = get_int(mc, "threads", "machine", what);
   p.machine.cpu = get_string(mc, "cpu", "machine", what);
+  if (mc.contains("idle_gap_seconds")) p.machine.idle_gap_seconds = get_number(mc, "idle_gap_seconds", "machine", what);
   const json& pre = get_table(j, "prefill", what);
   for (size_t i = 0; i < pre.size(); ++i) {
     std::string path = "prefill[" + std::to_string(i) + "]";
@@ -216,7 +217,7 @@ std::string profile_to_json(const Profile& p) {
                 {"weight_type", p.model.weight_type}, {"kv_dtype", p.model.kv_dtype},
                 {"block_size", p.model.block_size}};
   if (p.model.n_ctx > 0) j["model"]["n_ctx"] = p.model.n_ctx;
-  j["machine"] = {{"threads", p.machine.threads}, {"cpu", p.machine.cpu}};
+  j["machine"] = {{"threads", p.machine.threads}, {"cpu", p.machine.cpu}, {"idle_gap_seconds", p.machine.idle_gap_seconds}};
   j["prefill"] = json::array();
   for (const auto& x : p.prefill)
     j["prefill"].push_back({{"chunk_tokens", x.chunk_tokens}, {"cached_tokens", x.cached_tokens}, {"seconds", x.seconds}});

@@ -42,6 +42,9 @@ struct ProfileModel {
 struct ProfileMachine {
   int threads = 0;
   std::string cpu;  // /proc/cpuinfo "model name"
+  /// Seconds the engine sat idle before each measured prefill / decode sample (0: samples
+  /// run back to back). Optional in the file ("idle_gap_seconds"), 0 when absent.
+  double idle_gap_seconds = 0;
 };
 
 /// One forward pass of a prefill chunk of `chunk_tokens` tokens after `cached_tokens`

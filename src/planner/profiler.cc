@@ -266,6 +266,10 @@ Profile measure_profile(const ProfileOptions& o) {
   auto note = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
+  p.machine.idle_gap_seconds = std::max(0.0, o.idle_gap_seconds);
+  auto idle = [&] {  // the engine has nothing to run meanwhile (its loop waits on its event)
+    if (p.machine.idle_gap_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(p.machine.idle_gap_seconds));
+  };
   Prober pr(e, p.model.n_vocab, 1);
   pr.run({pr.random_tokens(8)}, 2);  // warm-up: every weight page touched
 
@@ -284,6 +288,7 @@ Profile measure_profile(const ProfileOptions& o) {
         std::vector<int32_t> prompt = prefix;
         std::vector<int32_t> tail = pr.random_tokens(c);
         prompt.insert(prompt.end(), tail.begin(), tail.end());
+        idle();
         const double t0 = now_seconds();
         std::vector<Run> runs = pr.run({prompt}, 1);
         if (runs[0].token_times.empty()) throw std::runtime_error("profile: a prefill produced no token");
@@ -323,6 +328,7 @@ Profile measure_profile(const ProfileOptions& o) {
           std::vector<int32_t> tail = pr.random_tokens(n - shared);
           prompts.back().insert(prompts.back().end(), tail.begin(), tail.end());
         }
+        idle();
         std::vector<Run> runs = pr.run(prompts, steps + 2);
         double all_started = 0, first_end = 1e300;
         for (const Run& x : runs) {

@@ -16,7 +16,8 @@
 //            (checksum verified) on the other side — the gRPC stream's work without gRPC.
 //   frontend what a streamed request costs outside the engine, through the real HTTP
 //            server and bench client (planner/profile_frontend.h).
-// Each point is the median of `repeats` runs.
+// Each point is the median of `repeats` runs; with idle_gap_seconds > 0 each sample
+// starts after the engine sat that long idle (what a server at a low rate does).
 #pragma once
 
 #include <functional>
@@ -41,6 +42,11 @@ struct ProfileOptions {
   /// prompt tokens.
   int frontend_requests = 8;
   int frontend_prompt_tokens = 64;
+  /// Seconds the engine is left idle before each measured prefill and decode sample (after
+  /// its prefix-cache warm-up run). 0 measures steps back to back, as a busy instance runs
+  /// them; a server at a low arrival rate (about a request per second) instead starts each
+  /// request's steps after an idle gap (whether that is slower here: bench/RESULTS.md #15).
+  double idle_gap_seconds = 0;
   /// Called with a one-line note per measured point (progress).
   std::function<void(const std::string&)> progress;
 };

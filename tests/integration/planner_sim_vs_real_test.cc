@@ -84,6 +84,7 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
   EXPECT_EQ(p.model.n_layer, 5);
   EXPECT_EQ(p.model.n_ctx, 512);
   EXPECT_EQ(p.machine.threads, 1);
+  EXPECT_DOUBLE_EQ(p.machine.idle_gap_seconds, 0);  // the default: samples back to back
   EXPECT_EQ(p.prefill.size(), 8u);   // 4 chunks x 2 cached prefixes
   EXPECT_EQ(p.decode.size(), 6u);    // 3 batches x 2 contexts
   EXPECT_EQ(p.transfer.size(), 1u);
@@ -115,13 +116,17 @@ TEST(PlannerSimVsReal, ProfileDescribesTheModel) {
   EXPECT_NE(badp.out.find("error: " + dir + "/bad.json: missing field model"), std::string::npos) << badp.out;
 }
 
-// DISABLED (2026-12-02): on an idle machine the real `serve` runs its steps ~25-30 % slower
-// than `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0 simulated, TPOT
-// 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so it is the
-// engine, not HTTP). Not yet explained: the real run shares the 2 vCPUs (no SMT) with the
-// bench client while the profile runs alone, the likeliest difference. Under load (other jobs on both cores) the two agreed (5/5 within 25 %). The profile
-// must be measured beside a client's load (or the client pinned away) before this runs in
-// CI again — issue #15. Run it with --gtest_also_run_disabled_tests.
+// DISABLED (2026-12-02): on an idle machine the real `serve` ran its steps ~25-30 % slower
+// than a back-to-back `pdserve profile` measured them (TTFT p50 10.8-12.4 ms real vs 7.9-8.0
+// simulated, TPOT 1.25-1.57 vs 1.05-1.15 ms, 3 attempts; the server's own TTFT mean 9.2 ms, so
+// it is the engine, not HTTP). Under load (other jobs on both cores) the two agreed (5/5).
+// Measured since (simreal15, bench/RESULTS.md #15, all at load 11-13, none idle): serve's
+// own forward times (debug log) were ~20 % above the profile's for the same prefill length
+// and ~10 % for a decode step; a request after an idle gap of 0.5-4 s prefilled at most ~1 ms
+// slower than one after 20-70 ms, within the load's noise; a profile taken with
+// `--idle-gap 0.5` (each sample after an idle engine) did not move the simulation closer.
+// The cause is still not shown; it needs an idle machine to measure. Re-enable after >= 5
+// idle and >= 5 loaded passes — issue #15. Run it with --gtest_also_run_disabled_tests.
 TEST(PlannerSimVsReal, DISABLED_SimulationReproducesARealServeRun) {
   const std::string dir = temp_dir();
   testing::ServerProcess::Options so;

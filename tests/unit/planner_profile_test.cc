@@ -47,10 +47,13 @@ TEST(PlannerProfile, ParsesAndRoundTrips) {
   EXPECT_EQ(p.prefill.size(), 4u);
   EXPECT_DOUBLE_EQ(p.kv_bytes_per_token, 640);
   EXPECT_DOUBLE_EQ(p.frontend_seconds, 0);  // optional: older profiles have none
+  EXPECT_DOUBLE_EQ(p.machine.idle_gap_seconds, 0);  // optional too: back-to-back samples
   p.frontend_seconds = 0.0025;
+  p.machine.idle_gap_seconds = 0.5;
   Profile q = parse_profile(profile_to_json(p));
   EXPECT_EQ(profile_to_json(q), profile_to_json(p));
   EXPECT_DOUBLE_EQ(q.frontend_seconds, 0.0025);
+  EXPECT_DOUBLE_EQ(q.machine.idle_gap_seconds, 0.5);
   EXPECT_DOUBLE_EQ(q.prefill_seconds(15, 50), p.prefill_seconds(15, 50));
 }
 
