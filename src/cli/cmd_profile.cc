@@ -2,10 +2,14 @@
 // as "pdserve-profile-v1" JSON (planner/profile.h).
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 
 #include "cli/choice_option.h"
 #include "cli/commands.h"
 #include "cli/planner_commands.h"
+#include "planner/calibrate.h"
+#include "planner/plan_observer.h"
 
 namespace pdserve::cli {
 
@@ -69,6 +73,46 @@ int run_profile(ProfileArgs& a) {
       }
       std::fprintf(stderr, "profile: wrote %s (%zu prefill, %zu decode, %zu transfer points)\n", a.output.c_str(),
                    p.prefill.size(), p.decode.size(), p.transfer.size());
+    }
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "error: %s\n", ex.what());
+    return 1;
+  }
+  return 0;
+}
+
+void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "scale a profile to the live step timings of a running serve or worker (GET URL/engine/steps)");
+  cmd->add_option("--profile", a.profile, "profile JSON written by `pdserve profile` (or an earlier calibrate)")->required();
+  cmd->add_option("--url", a.url, "the engine: http://HOST:PORT of serve, or of a worker's --metrics-port")->required();
+  cmd->add_option("-o,--output", a.output, "write the calibrated profile here (default: stdout)");
+  cmd->add_option("--since", a.since, "use only steps after this step number (the last one used is printed)");
+  cmd->add_option("--min-steps", a.min_steps, "fewest steps of a kind (decode, prefill) for its scale to change")
+      ->default_val(5)
+      ->check(CLI::Range(1, 1 << 30));
+}
+
+int run_calibrate(CalibrateArgs& a) {
+  try {
+    planner::Profile p = planner::load_profile(a.profile);
+    const std::string url = a.url + "/engine/steps?since=" + std::to_string(a.since);
+    auto body = planner::http_get(url, 10.0);
+    if (!body.ok()) throw std::runtime_error(body.error());
+    const auto steps = planner::parse_engine_steps(body.value(), p, a.url + "/engine/steps");
+    const planner::CalibrationResult r = planner::calibrate_profile(p, steps, a.min_steps);
+    std::fprintf(stderr,
+                 "calibrate: %d decode steps (scale %.3f), %d prefill steps (scale %.3f), %d mixed steps not used; "
+                 "last step %llu\n",
+                 r.decode_steps, r.decode_scale, r.prefill_steps, r.prefill_scale, r.mixed_steps,
+                 static_cast<unsigned long long>(r.last_seq));
+    const std::string text = planner::profile_to_json(p);
+    if (a.output.empty() || a.output == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      std::ofstream f(a.output, std::ios::binary);
+      f << text;
+      if (!f.flush()) throw std::runtime_error("cannot write " + a.output);
     }
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());

@@ -1,5 +1,5 @@
 // pdserve: the command-line entry point. Subcommands: serve, generate, tokenize, info, bench, quantize,
-// prefill, decode, router, synth, bench-model, perplexity, profile, simulate.
+// prefill, decode, router, synth, bench-model, perplexity, profile, calibrate, simulate.
 #include <CLI/CLI.hpp>
 
 #include "base/log.h"
@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   pdserve::cli::add_planner_command(app, planner);
   pdserve::cli::ProfileArgs profile;
   pdserve::cli::add_profile_command(app, profile);
+  pdserve::cli::CalibrateArgs calibrate;
+  pdserve::cli::add_calibrate_command(app, calibrate);
   pdserve::cli::SimulateArgs simulate;
   pdserve::cli::add_simulate_command(app, simulate);
 
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
   if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
   if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
+  if (app.got_subcommand("calibrate")) return pdserve::cli::run_calibrate(calibrate);
   if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);
   return 2;
 }

@@ -1,5 +1,6 @@
 // Subcommands of the planner layer (src/planner): `pdserve profile` measures an engine's
-// cost model, `pdserve simulate` replays a workload through simulated instances with it.
+// cost model, `pdserve calibrate` scales it to a running engine's live step timings,
+// `pdserve simulate` replays a workload through simulated instances with it.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,17 @@ struct ProfileArgs {
 };
 void add_profile_command(CLI::App& app, ProfileArgs& a);
 int run_profile(ProfileArgs& a);
+
+/// `pdserve calibrate`: scales a profile to a running engine's live step timings.
+struct CalibrateArgs {
+  std::string profile;    // --profile IN
+  std::string url;        // --url http://HOST:PORT of serve / a worker's metrics port
+  std::string output;     // -o OUT ("" or "-": stdout)
+  uint64_t since = 0;     // --since SEQ: only steps after this one
+  int min_steps = 5;      // --min-steps
+};
+void add_calibrate_command(CLI::App& app, CalibrateArgs& a);
+int run_calibrate(CalibrateArgs& a);
 
 struct SimulateArgs {
   std::string profile;

@@ -190,6 +190,7 @@ MetricsSnapshot EngineImpl::metrics() const {
   m.kv_block_bytes = kv_block_bytes_;
   m.preemptions = stats_preemptions_;
   m.has_spec = proposer_ != nullptr;
+  m.step_seconds = step_timings_.histograms();
   if (cfg_.transfer_metrics) cfg_.transfer_metrics->fill(m);
   fill_store_metrics(m);
   return m;
@@ -371,6 +372,7 @@ bool EngineImpl::step() {
   reported_hits_ = sched_.prefix_hits();
   start_remote_prefills();
   if (plan.empty()) return false;
+  const StepShape shape = step_shape(plan);
   const int bs = kv_.block_size();
   const double now = now_seconds();
   model::Batch batch;
@@ -446,7 +448,26 @@ bool EngineImpl::step() {
     sample_next(s, l);
   }
   end_spec_step();
+  step_timings_.record(shape, iteration_start_, now_seconds());
   return true;
+}
+
+StepShape EngineImpl::step_shape(const std::vector<ScheduledSeq>& plan) const {
+  StepShape shape;
+  for (const ScheduledSeq& p : plan) {
+    const Sequence& s = *p.seq;
+    if (s.num_computed + 1 >= static_cast<int>(s.tokens.size())) {  // one token (plus any draft rows)
+      ++shape.decodes;
+      shape.context_sum += s.num_computed + p.n_tokens;
+      continue;
+    }
+    shape.chunks.emplace_back(p.n_tokens, s.num_computed);
+    // A request prefilled here for the first time (not one whose KV came from elsewhere).
+    if (s.group->first_scheduled_time < 0 &&
+        (shape.earliest_new_arrival < 0 || s.group->arrival_time < shape.earliest_new_arrival))
+      shape.earliest_new_arrival = s.group->arrival_time;
+  }
+  return shape;
 }
 
 void EngineImpl::publish_stats() {
@@ -480,6 +501,7 @@ void EngineImpl::run() {
       std::lock_guard<std::mutex> lk(mu_);
       if (stop_) break;
     }
+    iteration_start_ = now_seconds();
     admit_inbox();
     drain_remote_results();
     drain_store_results();

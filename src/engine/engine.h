@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "engine/kv_transfer.h"
 #include "engine/metrics.h"
+#include "engine/step_timings.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
 #include "engine/spec_config.h"
@@ -143,6 +144,12 @@ class Engine {
   virtual MetricsSnapshot metrics() const;
   /// The KV cache layout (for KV transfer handshakes); empty for engines without a cache.
   virtual KvLayout kv_layout() const { return {}; }
+  /// The engine's recent steps with seq > `since`, oldest first (engine/step_timings.h);
+  /// empty for engines that run no model (the router).
+  virtual std::vector<StepSample> recent_steps(uint64_t since) const {
+    (void)since;
+    return {};
+  }
   /// "" when a request may ask for `kv_budget` (> 0) tokens of KV per sequence
   /// (RequestOptions::kv_budget), else why not, naming the field.
   virtual std::string kv_budget_error(int kv_budget) const {

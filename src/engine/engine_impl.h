@@ -83,6 +83,7 @@ class EngineImpl final : public Engine {
   MetricsSnapshot metrics() const override;
   void shutdown() override;
   KvLayout kv_layout() const override { return blocks_.layout(); }
+  std::vector<StepSample> recent_steps(uint64_t since) const override { return step_timings_.since(since); }
   std::string kv_budget_error(int kv_budget) const override;
 
  private:
@@ -98,6 +99,8 @@ class EngineImpl final : public Engine {
   void fill_store_metrics(MetricsSnapshot& m) const;
   /// Hands the layer's newly complete blocks of the batch's kv_sink sequences over.
   void emit_sink_blocks(const std::vector<ScheduledSeq>& plan, int layer);
+  /// What the planned step computes, for its StepTimings sample (before the step runs).
+  StepShape step_shape(const std::vector<ScheduledSeq>& plan) const;
   void run();
   /// Plans and runs one step; false when nothing could be scheduled (then only an event
   /// can change that: a request, an abort, a transfer result, a deadline).
@@ -157,6 +160,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Proposer> proposer_;  // null without --speculative
   SpecStepTiming spec_timing_;           // what draft rows cost (spec_cost.h)
   EngineMetrics metrics_;
+  StepTimings step_timings_;     // live step timings (written by the engine thread)
+  double iteration_start_ = 0;   // engine thread: now_seconds() at the loop iteration's start
   std::mutex remote_mu_;
   std::condition_variable remote_idle_;              // remote_inflight_ reached 0
   std::vector<RemotePrefillResult> remote_results_;  // from transfer threads

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pdserve::engine {
@@ -49,6 +50,8 @@ struct MetricsSnapshot {
   int64_t prompt_tokens = 0, generation_tokens = 0;
   std::map<std::string, int64_t> request_success;  // by finished_reason
   Histogram ttft, tpot, e2e, queue_time;
+  /// Engine step durations by kind ("decode", "prefill", "mixed"; engine/step_timings.h).
+  std::vector<std::pair<std::string, Histogram>> step_seconds;
   /// Queue time (arrival to first scheduled) of classed requests, by SLO class name.
   std::map<std::string, Histogram> queue_time_by_class;
   // Disaggregation (present on workers; zero on a monolithic server).

@@ -196,6 +196,13 @@ Profile parse_profile(const std::string& text, const std::string& what) {
   }
   p.kv_bytes_per_token = get_number(j, "kv_bytes_per_token", "", what);
   if (j.contains("frontend")) p.frontend_seconds = get_number(field(j, "frontend", "", what), "request_seconds", "frontend", what);
+  if (j.contains("calibration")) {
+    const json& c = field(j, "calibration", "", what);
+    p.calibration.decode_scale = get_number(c, "decode_scale", "calibration", what);
+    p.calibration.prefill_scale = get_number(c, "prefill_scale", "calibration", what);
+    p.calibration.decode_steps = get_int(c, "decode_steps", "calibration", what);
+    p.calibration.prefill_steps = get_int(c, "prefill_steps", "calibration", what);
+  }
   return p;
 }
 
@@ -228,6 +235,9 @@ std::string profile_to_json(const Profile& p) {
   for (const auto& x : p.transfer) j["transfer"].push_back({{"bytes", x.bytes}, {"seconds", x.seconds}});
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
   j["frontend"] = {{"request_seconds", p.frontend_seconds}};
+  if (p.calibration.calibrated())
+    j["calibration"] = {{"decode_scale", p.calibration.decode_scale}, {"prefill_scale", p.calibration.prefill_scale},
+                        {"decode_steps", p.calibration.decode_steps}, {"prefill_steps", p.calibration.prefill_steps}};
   return j.dump(1) + "\n";
 }
 

@@ -14,7 +14,9 @@
 //    "decode":[{"batch":b,"context":n,"step_seconds":s},...],
 //    "transfer":[{"bytes":x,"seconds":s},...],
 //    "kv_bytes_per_token":k,
-//    "frontend":{"request_seconds":f} (optional: 0 when absent)}
+//    "frontend":{"request_seconds":f} (optional: 0 when absent),
+//    "calibration":{"decode_scale":x,"prefill_scale":y,"decode_steps":n,"prefill_steps":m}
+//      (optional: present once `pdserve calibrate` scaled the points, planner/calibrate.h)}
 #pragma once
 
 #include <cstddef>
@@ -66,6 +68,14 @@ struct TransferPoint {
   double seconds = 0;
 };
 
+/// What calibration against a running engine did to the points (planner/calibrate.h):
+/// cumulative scales (1: never calibrated) and the live steps they came from.
+struct ProfileCalibration {
+  double decode_scale = 1, prefill_scale = 1;
+  int64_t decode_steps = 0, prefill_steps = 0;
+  bool calibrated() const { return decode_steps + prefill_steps > 0; }
+};
+
 struct Profile {
   ProfileModel model;
   ProfileMachine machine;
@@ -76,6 +86,7 @@ struct Profile {
   /// What a streamed request spends outside the engine (HTTP, tokenisation, SSE, the
   /// client), added to the engine's TTFT by the simulator (planner/profile_frontend.h).
   double frontend_seconds = 0;
+  ProfileCalibration calibration;
 
   /// Forward time of one prefill chunk (bilinear over the (chunk_tokens, cached_tokens)
   /// grid; the grid need not be complete: each cached_tokens row is interpolated by

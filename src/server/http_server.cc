@@ -99,7 +99,8 @@ void restore_signal_handlers() {
 /// Allowed method of a known path (for 405), or nullptr for unknown paths.
 const char* allowed_method(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template") return "POST";
-  if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
+  if (path == "/health" || path == "/metrics" || path == "/engine/steps" || path == "/v1/models" ||
+      path.rfind("/v1/models/", 0) == 0) {
     return "GET";
   }
   return nullptr;
@@ -266,6 +267,19 @@ void HttpServer::Impl::setup_routes() {
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics(), engine.model_name()) + gw->metrics_text(),
                     "text/plain; version=0.0.4; charset=utf-8");
+  });
+  svr.Get("/engine/steps", [this](const httplib::Request& req, httplib::Response& res) {
+    uint64_t since = 0;
+    if (req.has_param("since")) {
+      const std::string v = req.get_param_value("since");
+      char* end = nullptr;
+      since = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || v[0] == '-') {
+        send_error(res, bad_request("since must be a step number (a non-negative integer), got \"" + v + "\".", "since"));
+        return;
+      }
+    }
+    send_json(res, 200, steps_json(engine, since));
   });
   // A worker's metrics port: every other path answers 404 (the error handler below).
   if (!cfg.metrics_only) setup_api_routes();

@@ -36,4 +36,21 @@ json health_json(const engine::EngineStats& s, bool shutting_down, const std::st
   return j;
 }
 
+json steps_json(const engine::Engine& e, uint64_t since) {
+  const engine::KvLayout l = e.kv_layout();
+  json steps = json::array();
+  for (const engine::StepSample& s : e.recent_steps(since)) {
+    json chunks = json::array();
+    for (const auto& [n, before] : s.chunks) chunks.push_back({n, before});
+    steps.push_back({{"seq", s.seq}, {"end_time", s.end_time}, {"seconds", s.seconds}, {"kind", s.kind()},
+                     {"decodes", s.decodes}, {"mean_context", s.mean_context}, {"chunks", std::move(chunks)}});
+  }
+  return {{"object", "engine.steps"},
+          {"model", e.model_name()},
+          {"kv_layout",
+           {{"kv_dtype", l.kv_dtype}, {"block_size", l.block_size}, {"n_layer", l.n_layers}, {"n_head_kv", l.n_kv_heads},
+            {"head_dim", l.head_dim}}},
+          {"steps", std::move(steps)}};
+}
+
 }  // namespace pdserve::server

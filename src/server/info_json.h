@@ -1,4 +1,5 @@
-// Bodies of the informational routes: GET /v1/models, GET /v1/models/{id}, GET /health.
+// Bodies of the informational routes: GET /v1/models, GET /v1/models/{id}, GET /health,
+// GET /engine/steps.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +18,10 @@ json models_json(const std::string& model_name, int64_t created, int context_len
 ///  requests_running, requests_waiting[, reason]}; status "ok", "shutting_down", or
 ///  "unavailable" with the engine's not-ready `reason` (e.g. a router without workers).
 json health_json(const engine::EngineStats& s, bool shutting_down, const std::string& not_ready = {});
+/// GET /engine/steps?since=SEQ: the engine's recent steps (engine/step_timings.h), read by
+/// `pdserve calibrate`. {object:"engine.steps", model, kv_layout:{kv_dtype, block_size,
+/// n_layer, n_head_kv, head_dim}, steps:[{seq, end_time, seconds, kind, decodes,
+/// mean_context, chunks:[[tokens, cached], ...]}, ...]} (times in seconds).
+json steps_json(const engine::Engine& e, uint64_t since);
 
 }  // namespace pdserve::server

@@ -94,6 +94,11 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
   w.histogram("pdserve_time_per_output_token_seconds", "Mean time between output tokens of a request.", m.tpot);
   w.histogram("pdserve_e2e_request_latency_seconds", "Time from arrival to the last token.", m.e2e);
   w.histogram("pdserve_request_queue_time_seconds", "Time from arrival to first being scheduled.", m.queue_time);
+  if (!m.step_seconds.empty()) {
+    w.histogram_header("pdserve_engine_step_seconds",
+                       "Duration of one engine step (scheduling, forward pass, sampling), by kind: decode, prefill or mixed.");
+    for (const auto& [kind, h] : m.step_seconds) w.histogram_series("pdserve_engine_step_seconds", "kind=\"" + kind + "\"", h);
+  }
   if (!m.queue_time_by_class.empty()) {
     w.header("pdserve_class_queue_time_seconds", "histogram", "Time from arrival to first being scheduled, by SLO class.");
     for (const auto& [cls, h] : m.queue_time_by_class) w.histogram_series("pdserve_class_queue_time_seconds", "slo_class=\"" + cls + "\"", h);

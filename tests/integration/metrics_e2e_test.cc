@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -141,6 +143,64 @@ TEST(Metrics, DisconnectFreesBlocksPromptly) {
   // request ended long before its 3,000 tokens.
   EXPECT_LT(m["pdserve_generation_tokens_total"], 3000);
   EXPECT_EQ(m["pdserve_request_success_total{finished_reason=\"abort\"}"], 1);
+}
+
+}  // namespace
+}  // namespace pdserve
+
+namespace pdserve {
+namespace {
+
+// Live step timings (engine/step_timings.h): GET /engine/steps lists what each step ran —
+// one request of P prompt tokens and M generated ones is one prefill step of chunk (P, 0)
+// and M - 1 decode steps of one sequence at contexts P+1 .. P+M-1 — and /metrics counts
+// the same steps in pdserve_engine_step_seconds{kind}.
+TEST(Metrics, EngineStepsDescribeWhatEachStepRan) {
+  ServerProcess srv;
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  json r = post(srv, {{"prompt", kStory}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}});
+  const int prompt = r["usage"]["prompt_tokens"].get<int>();
+  ASSERT_EQ(r["usage"]["completion_tokens"], 6);
+  auto c = srv.client();
+  // A step is recorded at its end, after its token went out: the response can come first.
+  json body;
+  for (int i = 0; i < 500; ++i) {
+    auto res = c.Get("/engine/steps");
+    ASSERT_TRUE(res && res->status == 200);
+    body = json::parse(res->body);
+    if (body["steps"].size() >= 6) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(body["object"], "engine.steps");
+  EXPECT_EQ(body["kv_layout"]["n_layer"], 5);  // stories260K
+  EXPECT_EQ(body["kv_layout"]["block_size"], 16);
+  const json& steps = body["steps"];
+  ASSERT_EQ(steps.size(), 6u) << steps.dump();
+  EXPECT_EQ(steps[0]["kind"], "prefill");
+  EXPECT_EQ(steps[0]["chunks"], json::array({json::array({prompt, 0})}));
+  double total = 0;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i]["kind"], "decode");
+    EXPECT_EQ(steps[i]["decodes"], 1);
+    EXPECT_DOUBLE_EQ(steps[i]["mean_context"].get<double>(), prompt + static_cast<double>(i));
+    EXPECT_EQ(steps[i]["seq"].get<int>(), steps[i - 1]["seq"].get<int>() + 1);
+    EXPECT_GT(steps[i]["seconds"].get<double>(), 0);
+    total += steps[i]["seconds"].get<double>();
+  }
+  // ?since=SEQ: only later steps.
+  auto later = c.Get("/engine/steps?since=" + std::to_string(steps[3]["seq"].get<int>()));
+  ASSERT_TRUE(later && later->status == 200);
+  EXPECT_EQ(json::parse(later->body)["steps"].size(), 2u);
+  auto bad = c.Get("/engine/steps?since=-1");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "since");
+
+  auto m = scrape(srv);
+  EXPECT_EQ(m["pdserve_engine_step_seconds_count{kind=\"prefill\"}"], 1);
+  EXPECT_EQ(m["pdserve_engine_step_seconds_count{kind=\"decode\"}"], 5);
+  EXPECT_NEAR(m["pdserve_engine_step_seconds_sum{kind=\"decode\"}"], total, 1e-6 + total * 1e-6);
+  EXPECT_EQ(m.count("pdserve_engine_step_seconds_count{kind=\"mixed\"}"), 0u);
 }
 
 }  // namespace
