@@ -6,7 +6,9 @@
 // server/api_error maps codes to HTTP + OpenAI error types, disagg/grpc_status to gRPC.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -30,7 +32,8 @@ enum class StatusCode {
   Unavailable,
   /// A cap on what concurrent requests hold together was reached (e.g. live cache_salt
   /// namespaces); the same request may succeed once others finish. HTTP 429; on the gRPC
-  /// wire RESOURCE_EXHAUSTED (not in gRPC's code set of its own).
+  /// wire RESOURCE_EXHAUSTED (gRPC has no code of its own for it) with a detail naming
+  /// RateLimited (disagg/grpc_status.h).
   RateLimited,
   /// A deadline passed before the operation finished.
   DeadlineExceeded,
@@ -58,6 +61,19 @@ inline const char* name(StatusCode c) {
     case StatusCode::Internal: return "Internal";
   }
   return "Unknown";
+}
+
+/// Every StatusCode, in declaration order.
+inline constexpr StatusCode kStatusCodes[] = {
+    StatusCode::Ok,          StatusCode::InvalidArgument,  StatusCode::NotFound,    StatusCode::FailedPrecondition,
+    StatusCode::ResourceExhausted, StatusCode::Unavailable, StatusCode::RateLimited, StatusCode::DeadlineExceeded,
+    StatusCode::DataLoss,    StatusCode::Cancelled,        StatusCode::Internal};
+
+/// The code whose name() is `s` (exact spelling); nullopt for any other string.
+inline std::optional<StatusCode> status_code_from_name(std::string_view s) {
+  for (StatusCode c : kStatusCodes)
+    if (s == name(c)) return c;
+  return std::nullopt;
 }
 
 /// A success or an error: a code plus a message. Cheap to copy; `ok()` is true on success.

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "disagg/proto_convert.h"
+#include "server/api_error.h"
 
 namespace pdserve::disagg {
 namespace {
@@ -48,7 +49,8 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
   auto r = engine_.submit_group(std::move(prompt), from_proto(req->params()), opts);
   if (!r.ok()) {
     GenerateResponse resp;
-    resp.set_reject_status(400);
+    resp.set_reject_status(server::http_status(r.code()));
+    resp.set_reject_code(name(r.code()));
     resp.set_error(r.error());
     resp.set_finish_reason("error");
     writer->Write(resp);

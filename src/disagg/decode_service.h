@@ -12,7 +12,9 @@
 namespace pdserve::disagg {
 
 /// Stream of a Generate call:
-///   refused by the engine  → one message {reject_status 400, error, finish_reason "error"};
+///   refused by the engine  → one message {reject_status (the HTTP status of the code:
+///                            400, 429, 503, ...), reject_code (the StatusCode's name),
+///                            error, finish_reason "error"};
 ///   accepted               → first an empty "accepted" message (no tokens, no finish,
 ///                            prompt_tokens set), then one message per engine delta, the
 ///                            last with finish_reason set.

@@ -1,5 +1,7 @@
 #include "disagg/grpc_status.h"
 
+#include "disagg/proto/pdserve.pb.h"
+
 namespace pdserve::disagg {
 
 grpc::StatusCode to_grpc(StatusCode c) {
@@ -35,9 +37,31 @@ StatusCode from_grpc(grpc::StatusCode c) {
 }
 
 grpc::Status to_grpc(const Status& s) {
-  return s.ok() ? grpc::Status::OK : grpc::Status(to_grpc(s.code()), s.message());
+  if (s.ok()) return grpc::Status::OK;
+  const grpc::StatusCode code = to_grpc(s.code());
+  RpcStatus details;
+  details.set_code(static_cast<int32_t>(code));
+  details.set_message(s.message());
+  StatusCodeInfo info;
+  info.set_code(name(s.code()));
+  details.add_details()->PackFrom(info);
+  return grpc::Status(code, s.message(), details.SerializeAsString());
 }
 
-Status from_grpc(const grpc::Status& s) { return Status(from_grpc(s.error_code()), s.error_message()); }
+Status from_grpc(const grpc::Status& s) {
+  StatusCode code = from_grpc(s.error_code());
+  RpcStatus details;
+  if (!s.ok() && !s.error_details().empty() && details.ParseFromString(s.error_details())) {
+    for (const auto& any : details.details()) {
+      StatusCodeInfo info;
+      if (!any.UnpackTo(&info)) continue;
+      // Only a code that travels as this gRPC code: a confused peer cannot turn, say, an
+      // UNAVAILABLE into a bad request.
+      if (auto named = status_code_from_name(info.code()); named && to_grpc(*named) == s.error_code()) code = *named;
+      break;
+    }
+  }
+  return Status(code, s.error_message());
+}
 
 }  // namespace pdserve::disagg

@@ -20,6 +20,7 @@ const char* prefill_call_failure_reason(StatusCode code) {
     case StatusCode::FailedPrecondition: return "handshake";
     case StatusCode::InvalidArgument:
     case StatusCode::ResourceExhausted: return "rejected";
+    case StatusCode::RateLimited: return "rate_limited";
     case StatusCode::Cancelled: return "cancelled";
     default: return "stream";
   }

@@ -26,7 +26,9 @@ namespace pdserve::disagg {
 /// The failure label (pdserve_kv_transfer_failures_total{reason=...}) of a Prefill call
 /// that ended with `code` (from_grpc of its status): "timeout" (DeadlineExceeded),
 /// "handshake" (FailedPrecondition: the KV layouts differ), "rejected" (InvalidArgument,
-/// ResourceExhausted: the prefill engine refused the request), "cancelled", else "stream".
+/// ResourceExhausted: the prefill engine refused the request), "rate_limited"
+/// (RateLimited: the prefill worker's --max-cache-salts salts are in use; another prefill
+/// worker or the decode worker itself computes the prompt), "cancelled", else "stream".
 const char* prefill_call_failure_reason(StatusCode code);
 
 /// Whether a KV transfer that failed with `code` is worth trying on another prefill

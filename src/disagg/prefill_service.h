@@ -22,8 +22,10 @@ class PrefillServiceImpl final : public PrefillService::Service {
   PrefillServiceImpl(engine::Engine& engine, FaultConfig faults, std::shared_ptr<engine::TransferMetrics> metrics,
                      DrainState* drain = nullptr);
 
-  /// Errors: FAILED_PRECONDITION when the decode side's KV layout differs (named),
-  /// INVALID_ARGUMENT for a prompt the engine refuses, UNAVAILABLE when the engine aborts.
+  /// Errors: FAILED_PRECONDITION when the decode side's KV layout differs (named); the
+  /// engine's refusal as to_grpc of its Status (INVALID_ARGUMENT for a bad prompt,
+  /// RESOURCE_EXHAUSTED naming RateLimited when its --max-cache-salts salts are in use, ...;
+  /// disagg/grpc_status.h); UNAVAILABLE when the engine aborts.
   grpc::Status Prefill(grpc::ServerContext* ctx, const PrefillRequest* req,
                        grpc::ServerWriter<PrefillResponse>* writer) override;
   grpc::Status Health(grpc::ServerContext* ctx, const HealthRequest* req, HealthResponse* res) override;

@@ -58,7 +58,17 @@ GenerateRequest RoutedChoice::make_request() const {
   return r;
 }
 
-RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, std::string* error) {
+bool refusal_may_pass_elsewhere(StatusCode code) {
+  return code == StatusCode::RateLimited || code == StatusCode::Unavailable;
+}
+
+Status refusal_status(const GenerateResponse& msg) {
+  std::optional<StatusCode> code = status_code_from_name(msg.reject_code());
+  if (!code || *code == StatusCode::Ok) code = StatusCode::InvalidArgument;  // an older worker: a bad request
+  return Status(*code, msg.error().empty() ? "the decode worker refused the request" : msg.error());
+}
+
+RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, Status* error) {
   const GenerateRequest request = make_request();
   auto ctx = std::make_unique<grpc::ClientContext>();
   auto reader = w->stub().Generate(ctx.get(), request);
@@ -75,12 +85,13 @@ RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, std::string* erro
   GenerateResponse first;
   if (!reader_->Read(&first)) {
     const grpc::Status st = close_call();
-    *error = w->address() + ": " + (st.ok() ? std::string("the call ended without an answer") : st.error_message());
-    if (!stopping()) w->mark_failed(*error);
+    *error = Status::Unavailable(w->address() + ": " +
+                                 (st.ok() ? std::string("the call ended without an answer") : st.error_message()));
+    if (!stopping()) w->mark_failed(error->message());
     return Opened::Failed;
   }
   if (first.reject_status() != 0) {
-    *error = first.error().empty() ? "the decode worker refused the request" : first.error();
+    *error = refusal_status(first);
     cancel_call();
     close_call();
     return Opened::Rejected;
@@ -95,23 +106,42 @@ RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, std::string* erro
   return Opened::Accepted;
 }
 
-RoutedChoice::Opened RoutedChoice::open_somewhere(std::string* error) {
+RoutedChoice::Opened RoutedChoice::open_somewhere(Status* error) {
+  // Workers that refused the request for a reason of their own (refusal_may_pass_elsewhere)
+  // in this round, and the last such refusal: the answer when no other worker takes it.
+  std::vector<WorkerClient*> refused;
+  Status refusal;
   while (true) {
     if (stopping()) {
-      *error = "the request was aborted";
+      *error = Status::Cancelled("the request was aborted");
       return Opened::Failed;
     }
     if (attempts_ >= limits_.max_attempts) {
-      *error = "no decode worker could serve the request (" + std::to_string(attempts_) +
-               " attempts; last error: " + last_error_ + ")";
+      if (!refusal.ok()) {
+        *error = refusal;
+        return Opened::Rejected;
+      }
+      *error = Status::Unavailable("no decode worker could serve the request (" + std::to_string(attempts_) +
+                                   " attempts; last error: " + last_error_ + ")");
       return Opened::Failed;
     }
     const std::vector<WorkerClient*> cands = host_.candidates(req_.prompt, failed_);
     if (cands.empty()) {
-      *error = "no decode workers are configured";
+      *error = Status::Unavailable("no decode workers are configured");
       return Opened::Failed;
     }
-    WorkerClient* w = cands.front();
+    WorkerClient* w = nullptr;
+    for (WorkerClient* c : cands)
+      if (std::find(refused.begin(), refused.end(), c) == refused.end()) {
+        w = c;
+        break;
+      }
+    // Every healthy worker refused (the policy ranks healthy ones first): answer with the
+    // refusal now rather than wait for workers that are down.
+    if (!refusal.ok() && (!w || !w->healthy())) {
+      *error = refusal;
+      return Opened::Rejected;
+    }
     if (attempts_ > 0 && !w->healthy()) {
       // Only failed workers are left: give them a moment to come back.
       const auto until = std::chrono::steady_clock::now() + std::min(std::chrono::milliseconds(250) * attempts_,
@@ -123,28 +153,37 @@ RoutedChoice::Opened RoutedChoice::open_somewhere(std::string* error) {
     ++attempts_;
     resumed_attempt_ = !delivered_.empty();
     w->note_routed();
-    std::string err;
+    Status err;
     const Opened r = start_call(w, &err);
-    if (r != Opened::Failed) {
-      if (r == Opened::Rejected) *error = err;
-      return r;
+    if (r == Opened::Accepted) return r;
+    if (r == Opened::Rejected) {
+      if (!refusal_may_pass_elsewhere(err.code())) {
+        *error = err;
+        return r;
+      }
+      PDS_LOG_DEBUG("request {}: decode worker {} refused it ({}: {}); trying another", req_.id, w->address(),
+                    name(err.code()), err.message());
+      refused.push_back(w);
+      refusal = err;
+      continue;
     }
-    last_error_ = err;
+    last_error_ = err.message();
     failed_.erase(std::remove(failed_.begin(), failed_.end(), w), failed_.end());
     failed_.push_back(w);
-    if (!stopping()) PDS_LOG_WARN("request {}: {}; trying another decode worker", req_.id, err);
+    if (!stopping()) PDS_LOG_WARN("request {}: {}; trying another decode worker", req_.id, last_error_);
   }
 }
 
 Status RoutedChoice::open() {
-  std::string err;
+  Status err;
   const Opened r = open_somewhere(&err);
   if (r == Opened::Accepted) return Status::Ok();
   done_.store(true);
-  // A refusal is a decode worker's verdict on the request itself; otherwise the choice was
-  // aborted, or no decode worker could take it now.
-  if (r == Opened::Rejected) return Status::InvalidArgument(err);
-  return stopping() ? Status::Cancelled(err) : Status::Unavailable(err);
+  // A refusal is a decode worker's verdict on the request (its code: a bad request, a
+  // --max-cache-salts cap, ...); otherwise the choice was aborted, or no decode worker
+  // could take it now.
+  if (r == Opened::Rejected) return err;
+  return stopping() ? Status::Cancelled(err.message()) : Status::Unavailable(err.message());
 }
 
 void RoutedChoice::start() {
@@ -284,7 +323,7 @@ void RoutedChoice::run() {
     if (!delivered_.empty()) ++outcome_.resumes;
     PDS_LOG_WARN("request {}: decode worker {} failed after {} tokens ({}); {} on another worker", req_.id,
                  w->address(), delivered_.size(), why, delivered_.empty() ? "retrying" : "resuming");
-    std::string err;
+    Status err;
     const Opened r = open_somewhere(&err);
     if (r == Opened::Accepted) {
       if (pending_first_) {
@@ -297,7 +336,7 @@ void RoutedChoice::run() {
       finish({}, engine::FinishReason::Abort);
     } else {
       engine::StreamDelta d;
-      d.error = err;
+      d.error = err.message();
       finish(std::move(d), engine::FinishReason::Error);
     }
     finished = true;

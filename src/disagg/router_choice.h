@@ -43,6 +43,14 @@ class ChoiceHost {
   virtual bool shutting_down() const = 0;
 };
 
+/// Whether a decode worker's refusal with `code` is about that worker, so that another may
+/// accept the request: RateLimited (its --max-cache-salts salts are in use) and Unavailable
+/// (it is shutting down). Other refusals are verdicts on the request itself.
+bool refusal_may_pass_elsewhere(StatusCode code);
+/// The Status of a refusal message (reject_status set): the code named by reject_code
+/// (InvalidArgument when it names none: an older worker) and the worker's message.
+Status refusal_status(const GenerateResponse& msg);
+
 /// Timing and counts of a finished choice (for the router's metrics).
 struct ChoiceOutcome {
   engine::FinishReason finish = engine::FinishReason::None;
@@ -75,9 +83,11 @@ class RoutedChoice {
   RoutedChoice(const RoutedChoice&) = delete;
   RoutedChoice& operator=(const RoutedChoice&) = delete;
 
-  /// Opens the call on the first worker (in policy order) that accepts it. Errors:
-  /// InvalidArgument when a worker refused the request (its 400 message), Cancelled when
-  /// the choice was aborted meanwhile, Unavailable when no worker could be reached.
+  /// Opens the call on the first worker (in policy order) that accepts it. A refusal that
+  /// may pass elsewhere (refusal_may_pass_elsewhere) moves on to the next worker. Errors:
+  /// a worker's refusal with its code and message (InvalidArgument for a bad request,
+  /// RateLimited when every healthy worker is at its --max-cache-salts, ...), Cancelled
+  /// when the choice was aborted meanwhile, Unavailable when no worker could be reached.
   Status open();
   /// Starts the pump thread (after open() succeeded); the stream gets its final delta.
   void start();
@@ -93,9 +103,10 @@ class RoutedChoice {
 
  private:
   enum class Opened { Accepted, Rejected, Failed };
-  Opened start_call(WorkerClient* w, std::string* error);
+  /// Rejected: `error` is the worker's refusal; Failed: why the call failed (Unavailable).
+  Opened start_call(WorkerClient* w, Status* error);
   /// Tries workers until one accepts (bounded attempts); Rejected/Failed with `error`.
-  Opened open_somewhere(std::string* error);
+  Opened open_somewhere(Status* error);
   GenerateRequest make_request() const;
   void run();
   /// Applies one worker message; true when the choice is finished.

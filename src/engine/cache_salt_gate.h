@@ -1,7 +1,8 @@
 // CacheSaltGate: the admission cap on live cache_salt namespaces (--max-cache-salts).
-// Each unfinished request with a non-empty cache_salt holds its salt; a request whose salt
-// no unfinished request holds yet is refused (RateLimited, HTTP 429) while `max` other
-// salts are held. Salts whose requests have all finished are not counted: their cached
+// Each unfinished request with a non-empty cache_salt that uses the prefix cache holds its
+// salt (the engine asks for none for a request with a kv_budget: it uses no namespace); a
+// request whose salt no unfinished request holds yet is refused (RateLimited, HTTP 429)
+// while `max` other salts are held. Salts whose requests have all finished are not counted: their cached
 // blocks stay in the prefix cache until the radix cache's own cap (the same `max`,
 // kv::RadixCache::set_max_namespaces) evicts them, least recently used first, to make
 // room for a new salt. Since at most `max` salts are held, a new namespace over the cap

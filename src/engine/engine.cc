@@ -101,7 +101,10 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
     }
   }
 
-  auto salt_hold = salt_gate_.acquire(opts.cache_salt);
+  // Only a request that uses the prefix cache takes a salt's slot: one with a kv_budget
+  // neither matches nor inserts (Scheduler::admit), so it creates no namespace here. (Its
+  // salt still goes to a prefill worker, whose own gate counts it there.)
+  auto salt_hold = salt_gate_.acquire(kv_budget > 0 ? std::string() : opts.cache_salt);
   if (!salt_hold.ok()) return salt_hold.status();
 
   const double now = now_seconds();

@@ -44,8 +44,9 @@ struct EngineConfig {
   int ctx_size = 0;                // 0 ⇒ the model's context_length
   bool prefix_cache = true;        // radix prefix cache (--no-prefix-cache turns it off)
   kv::EvictionPolicy eviction = kv::EvictionPolicy::kLru;  // --eviction
-  // --max-cache-salts: distinct non-empty cache_salt values of unfinished requests (a new
-  // one beyond is refused with RateLimited), and salted prefix-cache namespaces kept (a new
+  // --max-cache-salts: distinct non-empty cache_salt values of unfinished requests that use
+  // the prefix cache (a new one beyond is refused with RateLimited; one with a kv_budget uses
+  // none and is not counted), and salted prefix-cache namespaces kept (a new
   // one beyond evicts idle ones, least recently used first). 0 = no cap; engine/cache_salt_gate.h.
   int64_t max_cache_salts = 4096;
   int long_prefill_threshold = 0;  // max prompt tokens of one request per step (0 = budget)
@@ -121,7 +122,8 @@ class Engine {
   /// an empty prompt, a prompt that does not leave room for one generated token in the
   /// context or a token id outside the vocabulary; ResourceExhausted for a request that
   /// could never fit in the KV pool; RateLimited for a new cache_salt while
-  /// --max-cache-salts others have unfinished requests; Unavailable when the engine cannot
+  /// --max-cache-salts others have unfinished requests (not for a request with a kv_budget,
+  /// which uses no prefix-cache namespace); Unavailable when the engine cannot
   /// serve (shutting down, a router without a reachable decode worker).
   virtual Result<std::shared_ptr<RequestStream>> submit(std::vector<int32_t> prompt,
                                                         const SamplingParams& params) = 0;

@@ -1,19 +1,24 @@
 // libFuzzer target: what a decode worker does with a prefill worker's messages and what a
 // prefill worker does with a decode worker's request — the KV codec (src/disagg/kv_codec*:
-// block range check, zstd, CRC32C) and the proto conversions (src/disagg/proto_convert*)
-// on arbitrary protobuf bytes (a malicious or buggy peer).
+// block range check, zstd, CRC32C), the proto conversions (src/disagg/proto_convert*) and
+// the reading of a failed call's status (src/disagg/grpc_status*) on arbitrary protobuf
+// bytes (a malicious or buggy peer).
 // Input: bytes 0..3 pick the receiver's layout (layers, blocks, cached blocks, block
 // bytes), the rest is a serialised PrefillResponse, and the same bytes are parsed as a
-// GenerateResponse and a PrefillRequest.
+// GenerateResponse and a PrefillRequest, and as the error details of a failed call (byte 0
+// picks its gRPC code).
 // Invariants: a block that passes the range check and decodes has exactly block_count ×
 // block_bytes bytes of K and of V, whose CRC32C is the message's; re-encoded (none and zstd)
 // it decodes to the same bytes; a converted SamplingParams / GenerateResponse converts back
-// to the same message.
+// to the same message; a failed call's status reads as the code of its gRPC code or one
+// that travels as it (the details cannot make, say, an UNAVAILABLE a bad request), with
+// its message.
 #include <string>
 #include <vector>
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "disagg/proto_convert.h"
 #include "fuzz_util.h"
@@ -88,6 +93,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string codec;
     int level = 0;
     (void)disagg::parse_codec(pr.codec(), codec, level);
+  }
+  const auto gcode = static_cast<grpc::StatusCode>(data[0] % 17);  // OK .. UNAUTHENTICATED
+  const Status st = disagg::from_grpc(grpc::Status(gcode, "m", std::string(reinterpret_cast<const char*>(msg), n)));
+  PDS_FUZZ_CHECK(st.ok() == (gcode == grpc::StatusCode::OK), "an error stays an error");
+  if (!st.ok()) {
+    PDS_FUZZ_CHECK(st.code() == disagg::from_grpc(gcode) || disagg::to_grpc(st.code()) == gcode, "details name a code of the call's");
+    PDS_FUZZ_CHECK(st.message() == "m", "status message");
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "gguf/gguf.h"
 
@@ -195,6 +196,18 @@ void kv_seeds(const std::string& dir) {
     gr.set_finish_reason("length");
     gr.set_completion_tokens(2);
     write_file(dir + "/generate_response.bin", layout + gr.SerializeAsString());
+  }
+  {
+    // A decode worker's refusal at its --max-cache-salts, and the error details of a prefill
+    // worker's (byte 0 = 8: RESOURCE_EXHAUSTED for the details).
+    disagg::GenerateResponse gr;
+    gr.set_reject_status(429);
+    gr.set_reject_code("RateLimited");
+    gr.set_error("Too many cache_salt namespaces in use");
+    gr.set_finish_reason("error");
+    write_file(dir + "/generate_refusal.bin", layout + gr.SerializeAsString());
+    const std::string re = {8, 3, 1, 15};
+    write_file(dir + "/rate_limited_details.bin", re + disagg::to_grpc(Status::RateLimited("too many salts")).error_details());
   }
 }
 

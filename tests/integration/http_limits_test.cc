@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "support/held_stream.h"
 #include "support/pool_free.h"
 #include "support/raw_http.h"
 #include "support/server_process.h"
@@ -331,40 +332,6 @@ json health(const testing::ServerProcess& srv) {
   return res ? json::parse(res->body, nullptr, false) : json();
 }
 
-/// A streamed completion that runs (ignore_eos, thousands of tokens) until `stop` is set,
-/// then hangs up (the server aborts it). `started` is set at its first event.
-struct HeldStream {
-  std::atomic<bool> started{false}, stop{false};
-  int status = 0;
-  std::thread t;
-  HeldStream(const testing::ServerProcess& srv, const json& body) {
-    t = std::thread([this, &srv, body] {
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.body = body.dump();
-      req.set_header("Content-Type", "application/json");
-      req.response_handler = [this](const httplib::Response& r) {
-        status = r.status;
-        return true;
-      };
-      req.content_receiver = [this](const char*, size_t, uint64_t, uint64_t) {
-        started = true;
-        return !stop.load();
-      };
-      auto c = srv.client();
-      httplib::Response res;
-      httplib::Error err;
-      c.send(req, res, err);
-      started = true;  // also on an error, so that a waiter does not wait for ever
-    });
-  }
-  ~HeldStream() {
-    stop = true;
-    t.join();
-  }
-};
-
 const char* const kSaltPrompt = "Once upon a time, there was a little girl named Lily. She loved to play";  // > 1 block
 
 TEST(HttpLimits, ANewCacheSaltPastMaxCacheSaltsGets429WhileOthersAreServed) {
@@ -378,12 +345,12 @@ TEST(HttpLimits, ANewCacheSaltPastMaxCacheSaltsGets429WhileOthersAreServed) {
     return b;
   };
   {
-    std::vector<std::unique_ptr<HeldStream>> held;
+    std::vector<std::unique_ptr<testing::HeldStream>> held;
     for (const char* salt : {"s1", "s2"}) {
       json b = body(salt, 4000);
       b["ignore_eos"] = true;
       b["stream"] = true;
-      held.push_back(std::make_unique<HeldStream>(srv, b));
+      held.push_back(std::make_unique<testing::HeldStream>(srv.port(), b.dump()));
     }
     ASSERT_TRUE(testing::wait_until([&] { return held[0]->started && held[1]->started; }));
     ASSERT_EQ(held[0]->status, 200);

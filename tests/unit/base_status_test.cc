@@ -1,6 +1,7 @@
 // Status and Result: codes, messages and annotation.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 
 #include "base/status.h"
@@ -24,6 +25,19 @@ TEST(Status, FactoriesCarryTheirCode) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "no worker");
   EXPECT_STREQ(name(s.code()), "Unavailable");
+}
+
+TEST(Status, EveryCodeIsListedAndFoundByItsName) {
+  int expected = 0;
+  for (StatusCode c : kStatusCodes) {
+    EXPECT_EQ(static_cast<int>(c), expected++) << "kStatusCodes lists the codes in declaration order";
+    EXPECT_EQ(status_code_from_name(name(c)), c) << name(c);
+  }
+  EXPECT_EQ(static_cast<int>(kStatusCodes[std::size(kStatusCodes) - 1]), static_cast<int>(StatusCode::Internal));
+  EXPECT_EQ(status_code_from_name("RateLimited"), StatusCode::RateLimited);
+  EXPECT_EQ(status_code_from_name("ratelimited"), std::nullopt);
+  EXPECT_EQ(status_code_from_name(""), std::nullopt);
+  EXPECT_EQ(status_code_from_name("Unknown"), std::nullopt);
 }
 
 TEST(Status, OkCodeIsSuccessWithoutMessage) {

@@ -6,14 +6,10 @@
 #include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "disagg/prefill_client.h"
+#include "disagg/proto/pdserve.pb.h"
 
 namespace pdserve::disagg {
 namespace {
-
-constexpr StatusCode kAllCodes[] = {
-    StatusCode::Ok,          StatusCode::InvalidArgument,  StatusCode::NotFound, StatusCode::FailedPrecondition,
-    StatusCode::ResourceExhausted, StatusCode::Unavailable, StatusCode::DeadlineExceeded, StatusCode::DataLoss,
-    StatusCode::Cancelled,   StatusCode::Internal};
 
 TEST(GrpcStatus, CodesMapToTheCanonicalGrpcCodes) {
   EXPECT_EQ(to_grpc(StatusCode::Ok), grpc::StatusCode::OK);
@@ -21,6 +17,7 @@ TEST(GrpcStatus, CodesMapToTheCanonicalGrpcCodes) {
   EXPECT_EQ(to_grpc(StatusCode::NotFound), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(to_grpc(StatusCode::FailedPrecondition), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(to_grpc(StatusCode::ResourceExhausted), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(to_grpc(StatusCode::RateLimited), grpc::StatusCode::RESOURCE_EXHAUSTED);  // gRPC has no code of its own
   EXPECT_EQ(to_grpc(StatusCode::Unavailable), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(to_grpc(StatusCode::DeadlineExceeded), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(to_grpc(StatusCode::DataLoss), grpc::StatusCode::DATA_LOSS);
@@ -29,13 +26,48 @@ TEST(GrpcStatus, CodesMapToTheCanonicalGrpcCodes) {
 }
 
 TEST(GrpcStatus, RoundTripKeepsCodeAndMessage) {
-  for (StatusCode c : kAllCodes) {
-    EXPECT_EQ(from_grpc(to_grpc(c)), c) << name(c);
+  for (StatusCode c : kStatusCodes) {
+    // The gRPC code alone tells every code but RateLimited.
+    EXPECT_EQ(from_grpc(to_grpc(c)), c == StatusCode::RateLimited ? StatusCode::ResourceExhausted : c) << name(c);
+    // The status, with its details, tells every one (a 429 and a 400 through the router).
     const Status back = from_grpc(to_grpc(Status(c, "why")));
     EXPECT_EQ(back.code(), c) << name(c);
     EXPECT_EQ(back.message(), c == StatusCode::Ok ? "" : "why") << name(c);
   }
   EXPECT_TRUE(to_grpc(Status::Ok()).ok());
+}
+
+TEST(GrpcStatus, DetailsAreAGoogleRpcStatusNamingTheCode) {
+  const grpc::Status st = to_grpc(Status::RateLimited("too many salts"));
+  RpcStatus details;
+  ASSERT_TRUE(details.ParseFromString(st.error_details()));
+  EXPECT_EQ(details.code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_EQ(details.message(), "too many salts");
+  ASSERT_EQ(details.details_size(), 1);
+  EXPECT_EQ(details.details(0).type_url(), "type.googleapis.com/pdserve.disagg.StatusCodeInfo");
+  StatusCodeInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.code(), "RateLimited");
+}
+
+TEST(GrpcStatus, StatusesWithoutUsableDetailsAreReadByTheirCode) {
+  auto with_detail = [](grpc::StatusCode code, const std::string& named) {
+    RpcStatus d;
+    StatusCodeInfo info;
+    info.set_code(named);
+    d.add_details()->PackFrom(info);
+    return grpc::Status(code, "m", d.SerializeAsString());
+  };
+  // gRPC's own statuses carry no details.
+  EXPECT_EQ(from_grpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "m")).code(), StatusCode::ResourceExhausted);
+  EXPECT_EQ(from_grpc(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "m")).code(), StatusCode::DeadlineExceeded);
+  // Details that do not parse, name no code, or name one of another gRPC code.
+  EXPECT_EQ(from_grpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "m", "\xff\xff")).code(),
+            StatusCode::ResourceExhausted);
+  EXPECT_EQ(from_grpc(with_detail(grpc::StatusCode::RESOURCE_EXHAUSTED, "Nope")).code(), StatusCode::ResourceExhausted);
+  EXPECT_EQ(from_grpc(with_detail(grpc::StatusCode::UNAVAILABLE, "RateLimited")).code(), StatusCode::Unavailable);
+  EXPECT_EQ(from_grpc(with_detail(grpc::StatusCode::UNAVAILABLE, "InvalidArgument")).code(), StatusCode::Unavailable);
+  EXPECT_EQ(from_grpc(with_detail(grpc::StatusCode::RESOURCE_EXHAUSTED, "RateLimited")).code(), StatusCode::RateLimited);
 }
 
 TEST(GrpcStatus, CodesWithoutACounterpartAreInternal) {
@@ -50,13 +82,14 @@ TEST(PrefillClientDecisions, FailureReasonsComeFromCodes) {
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::FailedPrecondition), "handshake");
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::InvalidArgument), "rejected");
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::ResourceExhausted), "rejected");
+  EXPECT_STREQ(prefill_call_failure_reason(StatusCode::RateLimited), "rate_limited");
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::Cancelled), "cancelled");
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::Unavailable), "stream");
   EXPECT_STREQ(prefill_call_failure_reason(StatusCode::Internal), "stream");
 }
 
 TEST(PrefillClientDecisions, OnlyALayoutMismatchStopsTryingOtherWorkers) {
-  for (StatusCode c : kAllCodes)
+  for (StatusCode c : kStatusCodes)
     EXPECT_EQ(retry_on_other_prefill_worker(c), c != StatusCode::FailedPrecondition) << name(c);
 }
 

@@ -1,6 +1,6 @@
 // DecodeServiceImpl over a FakeEngine on a real loopback gRPC server: the stream of a
-// Generate call (accepted message, deltas, finish), refusals, cancellation (the engine
-// request is aborted), Health and Load.
+// Generate call (accepted message, deltas, finish), refusals (with their code, as the
+// router reads them), cancellation (the engine request is aborted), Health and Load.
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
@@ -11,6 +11,7 @@
 
 #include "disagg/decode_service.h"
 #include "disagg/proto_convert.h"
+#include "disagg/router_choice.h"
 #include "support/fake_engine.h"
 #include "support/wait.h"
 
@@ -114,6 +115,32 @@ TEST_F(DecodeServiceTest, RefusalIsOneMessageWithStatus400) {
   EXPECT_EQ(msgs[0].reject_status(), 400);
   EXPECT_EQ(msgs[0].error(), "the prompt is too long for the KV pool");
   EXPECT_EQ(msgs[0].finish_reason(), "error");
+}
+
+TEST_F(DecodeServiceTest, RefusalCarriesItsCodeAndHttpStatus) {
+  // RateLimited (--max-cache-salts) is a 429 for the router, not a bad request.
+  for (auto [code, http] : {std::pair{StatusCode::RateLimited, 429}, std::pair{StatusCode::InvalidArgument, 400},
+                            std::pair{StatusCode::ResourceExhausted, 400}, std::pair{StatusCode::Unavailable, 503}}) {
+    engine_.set_submit_error("refused", code);
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, request("hi"));
+    GenerateResponse m;
+    ASSERT_TRUE(reader->Read(&m)) << name(code);
+    EXPECT_EQ(m.reject_status(), http) << name(code);
+    EXPECT_EQ(m.reject_code(), name(code));
+    EXPECT_EQ(m.error(), "refused");
+    const Status back = refusal_status(m);
+    EXPECT_EQ(back.code(), code);
+    EXPECT_EQ(back.message(), "refused");
+    while (reader->Read(&m)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  // A refusal without a code (an older worker) is a bad request.
+  GenerateResponse old;
+  old.set_reject_status(400);
+  old.set_error("bad");
+  EXPECT_EQ(refusal_status(old).code(), StatusCode::InvalidArgument);
 }
 
 TEST_F(DecodeServiceTest, CancelAbortsTheEngineRequest) {

@@ -72,7 +72,7 @@ class ContinuationEngine : public engine::Engine {
                                                                            const engine::RequestOptions& opts) override {
     std::lock_guard<std::mutex> lk(mu_);
     submissions_.push_back({prompt, params, opts});
-    if (submit_error_) return Status::InvalidArgument(*submit_error_);
+    if (submit_error_) return Status(submit_error_code_, *submit_error_);
     if (stopped_) return Status::Unavailable("the engine is shutting down");
     if (prompt.empty() || static_cast<int>(prompt.size()) >= kContext) return Status::InvalidArgument("bad prompt");
     std::vector<std::shared_ptr<engine::RequestStream>> out;
@@ -115,9 +115,11 @@ class ContinuationEngine : public engine::Engine {
   void pause_after(int k) { pause_after_ = k; }
   bool paused() const { return paused_.load(); }
   void set_first_token_delay(std::chrono::milliseconds d) { first_delay_ms_ = static_cast<int>(d.count()); }
-  void set_submit_error(std::optional<std::string> e) {
+  /// submit_group() fails with this message and code from now on (nullopt: accept again).
+  void set_submit_error(std::optional<std::string> e, StatusCode code = StatusCode::InvalidArgument) {
     std::lock_guard<std::mutex> lk(mu_);
     submit_error_ = std::move(e);
+    submit_error_code_ = code;
   }
   std::vector<Submission> submissions() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -180,6 +182,7 @@ class ContinuationEngine : public engine::Engine {
   std::vector<Submission> submissions_;
   std::vector<std::thread> threads_;
   std::optional<std::string> submit_error_;
+  StatusCode submit_error_code_ = StatusCode::InvalidArgument;
   bool stopped_ = false;
   int ids_ = 0;
   std::atomic<int> active_{0}, aborts_{0}, generated_{0};
@@ -374,6 +377,45 @@ TEST_F(RouterEngineTest, RefusalComesBackFromSubmit) {
   EXPECT_FALSE(router->submit({}, greedy(5)).ok());
   EXPECT_FALSE(router->submit({99999}, greedy(5)).ok());
   EXPECT_FALSE(router->submit(std::vector<int32_t>(256, 70), greedy(5)).ok());
+}
+
+TEST_F(RouterEngineTest, RefusalsKeepTheWorkersCode) {
+  // A verdict on the request is not retried elsewhere: one submission, its code.
+  for (StatusCode code : {StatusCode::InvalidArgument, StatusCode::ResourceExhausted, StatusCode::NotFound}) {
+    a->engine->set_submit_error("refused", code);
+    b->engine->set_submit_error("refused", code);
+    const size_t before = a->engine->submissions().size() + b->engine->submissions().size();
+    auto r = router->submit(prompt("hi"), greedy(5));
+    ASSERT_FALSE(r.ok()) << name(code);
+    EXPECT_EQ(r.code(), code);
+    EXPECT_EQ(r.error(), "refused");
+    EXPECT_EQ(a->engine->submissions().size() + b->engine->submissions().size(), before + 1) << name(code);
+  }
+}
+
+TEST_F(RouterEngineTest, ARateLimitedWorkerPassesTheRequestOnAndAllRateLimitedIsRateLimited) {
+  // Worker a is at its --max-cache-salts: the request goes to b (whatever the policy picked).
+  a->engine->set_submit_error("Too many cache_salt namespaces in use", StatusCode::RateLimited);
+  const auto p = prompt("Once upon a time");
+  engine::RequestOptions opts;
+  opts.cache_salt = "tenant-b";
+  for (int i = 0; i < 2; ++i) {
+    auto s = router->submit_group(p, greedy(8), opts);
+    ASSERT_TRUE(s.ok()) << s.error();
+    EXPECT_EQ(collect(*s.value()[0]).tokens, reference(p, greedy(8)).tokens);
+  }
+  EXPECT_EQ(b->engine->submissions().size(), 2u);
+  EXPECT_TRUE(router->workers()[0]->healthy()) << "a refusal is not a failure";
+  // Both at their cap: the worker's RateLimited, with its message (the HTTP layer's 429).
+  b->engine->set_submit_error("Too many cache_salt namespaces in use", StatusCode::RateLimited);
+  auto r = router->submit_group(p, greedy(8), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), StatusCode::RateLimited);
+  EXPECT_EQ(r.error(), "Too many cache_salt namespaces in use");
+  // An engine shutting down is also that worker's own state; the other one serves.
+  b->engine->set_submit_error(std::nullopt);
+  a->engine->set_submit_error("the engine is shutting down", StatusCode::Unavailable);
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(router->submit_group(p, greedy(8), opts).ok());
 }
 
 TEST_F(RouterEngineTest, ResumesOnAnotherWorkerWhenOneDiesMidStream) {

@@ -1,7 +1,8 @@
 // Token eviction (--kv-budget, kv/token_eviction.h) in the engine on the real stories260K
 // model: bounded KV of long generations past the pool's size, the pool whole again after,
 // other sequences (and the prefix cache) unaffected, batch-, chunk- and preemption-
-// invariant eviction, n > 1, budget 0 = today's output, and the request field's limits.
+// invariant eviction, n > 1, budget 0 = today's output, the request field's limits, and
+// budgeted requests taking no --max-cache-salts slot (they use no prefix-cache namespace).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -223,6 +224,68 @@ TEST(KvBudgetLimits, RequestBudgetMayOnlyLowerTheServersAndNotBelowItsMinimum) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--kv-budget 10"), std::string::npos) << bad.status().message();
   EXPECT_TRUE(testing::wait_pool_free(*e));
+}
+
+
+// A sequence with a kv_budget neither matches nor inserts in the prefix cache, so it makes
+// no namespace: its cache_salt takes no --max-cache-salts slot (a request field budget or
+// the server's --kv-budget), while requests that use the cache are still capped.
+TEST(KvBudgetSalts, ARequestWithAKvBudgetTakesNoCacheSaltSlot) {
+  const auto& prompt = cases()[0].prompt_tokens;
+  engine::EngineConfig c = budget_cfg(0, TokenEvictionPolicy::kStreaming);
+  c.max_cache_salts = 1;
+  c.ctx_size = 4096;  // the held requests run for seconds; they are aborted at the end
+  auto e = make_engine(c);
+  const engine::SamplingParams long_run = greedy(4000, /*ignore_eos=*/true);
+  auto salted = [](const std::string& salt, int kv_budget) {
+    engine::RequestOptions o;
+    o.cache_salt = salt;
+    o.kv_budget = kv_budget;
+    return o;
+  };
+  std::vector<std::shared_ptr<engine::RequestStream>> held;
+  auto a = e->submit_group(prompt, long_run, salted("A", 16));
+  ASSERT_TRUE(a.ok()) << a.error();
+  held.push_back(a.value()[0]);
+  EXPECT_EQ(e->stats().cache_salts_in_use, 0);
+  // So a cached request with another salt takes the one slot...
+  auto b = e->submit_group(prompt, long_run, salted("B", 0));
+  ASSERT_TRUE(b.ok()) << b.error();
+  held.push_back(b.value()[0]);
+  EXPECT_EQ(e->stats().cache_salts_in_use, 1);
+  // ...and the cap holds for the next cached one; a budgeted one is admitted and served.
+  auto c_cached = e->submit_group(prompt, greedy(4), salted("C", 0));
+  ASSERT_FALSE(c_cached.ok());
+  EXPECT_EQ(c_cached.status().code(), StatusCode::RateLimited);
+  auto c_budgeted = e->submit_group(prompt, greedy(4), salted("C", 16));
+  ASSERT_TRUE(c_budgeted.ok()) << c_budgeted.error();
+  EXPECT_EQ(drain(*c_budgeted.value()[0]).tokens,
+            std::vector<int32_t>(cases()[0].tokens.begin(), cases()[0].tokens.begin() + 4));
+  for (auto& s : held) {
+    s->abort();
+    drain(*s);
+  }
+  ASSERT_TRUE(testing::wait_pool_free(*e));
+  EXPECT_EQ(e->stats().cache_salts_in_use, 0);
+  EXPECT_LE(e->stats().prefix_cache_namespaces, 1) << "only B's";
+
+  // The server's --kv-budget: no request uses the cache, so no salt is counted.
+  engine::EngineConfig all = budget_cfg(32, TokenEvictionPolicy::kStreaming);
+  all.max_cache_salts = 1;
+  all.ctx_size = 4096;
+  auto server_budget = make_engine(all);
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (const char* salt : {"A", "B", "C"}) {
+    auto r = server_budget->submit_group(prompt, long_run, salted(salt, 0));
+    ASSERT_TRUE(r.ok()) << salt << ": " << r.error();
+    streams.push_back(r.value()[0]);
+  }
+  EXPECT_EQ(server_budget->stats().cache_salts_in_use, 0);
+  for (auto& s : streams) {
+    s->abort();
+    drain(*s);
+  }
+  EXPECT_TRUE(testing::wait_pool_free(*server_budget));
 }
 
 }  // namespace
