@@ -9,7 +9,8 @@ namespace pdserve::cli {
 
 void add_synth_command(CLI::App& app, SynthArgs& a) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight GGUF shaped like a real model (benchmarks)");
-  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | phi-3.5-mini | gemma-2-2b | gemma-3-1b")
+  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | qwen3-30b-a3b (8 experts, 2 per token) | "
+                  "phi-3.5-mini | gemma-2-2b | gemma-3-1b")
       ->required()
       ->check(CLI::IsMember(model::builtin_shape_names()));
   cmd->add_option("--type", a.type, "F16 | Q8_0 | Q4_0 | Q4_K_M (or any `quantize` type)")->default_val("F16");

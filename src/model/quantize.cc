@@ -41,7 +41,9 @@ bool contains(const std::string& s, const char* p) { return s.find(p) != std::st
 
 GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name, const std::vector<int64_t>& dims,
                                int n_layer, bool has_output, int n_gqa) {
-  if (dims.size() < 2 || !contains(name, "weight")) return GgmlType::F32;
+  // The MoE router stays F32, as llama-quantize (llama_model_quantize_impl: "do not quantize
+  // expert gating tensors") and the HF converter keep it.
+  if (dims.size() < 2 || !contains(name, "weight") || contains(name, "ffn_gate_inp.weight")) return GgmlType::F32;
   GgmlType t = plan.base;
   const bool is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
   const int l = layer_of(name);
@@ -95,6 +97,7 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
   for (const gguf::TensorInfo& t : src.tensors()) {
     GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, n_layer, has_output, n_gqa);
     if (t.type != GgmlType::F32 && t.dims.size() < 2) to = t.type;
+    if (t.name.find("ffn_gate_inp.weight") != std::string::npos) to = t.type;  // the router: kept as it is
     if (to == t.type) {
       w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
       continue;

@@ -301,6 +301,25 @@ TEST(ModelArchReference, Gemma3Q4_K_M) {
   expect_matches(*m, f.path(), "tests/data/arch-gemma3-q4_k_m.json", 0.08);
 }
 
+// --- qwen3moe (qwen3-30b-a3b: qwen3's attention — 32 heads, 4 KV heads, head_dim 128 over
+// 2048, per-head Q/K norms — and a mixture-of-experts FFN: router ffn_gate_inp (F32), softmax
+// over the experts, top-k, weights renormalised, SwiGLU experts of 768 rows). Scaled down to
+// 2 blocks and 8 experts, 2 per token (the real model: 48, 128, 8); the reference was made on
+// the zen4 (AVX-512) backend (tests/data/README.md). ---
+
+TEST(ModelArchReference, Qwen3MoeF16) {
+  SynthFile f("qwen3-30b-a3b", 2, "F16", kSpmVocab);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  const model::ModelConfig& c = m->config();
+  ASSERT_EQ(c.arch, "qwen3moe");
+  ASSERT_TRUE(c.qk_norm);
+  ASSERT_EQ(c.n_expert, 8);
+  ASSERT_EQ(c.n_expert_used, 2);
+  ASSERT_EQ(c.n_ff_exp, 768);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-f16.json", 0.02);
+}
+
 // --- The loader names what it cannot run, in one line ---
 
 /// A tiny synth model of `arch` rewritten: metadata `set` on top, tensor `drop` left out,
