@@ -81,7 +81,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
     prof.mark(Op::kFfnNorm);
     if (c.n_expert > 0) {  // mixture of experts (model/moe.h): router, experts, weighted sum into proj
-      moe_ffn(c, L, xn, m, ord, ws_, proj);
+      moe_ffn(c, L, xn, m, ws_, proj);  // decode order throughout (moe.h)
       prof.mark(Op::kGateUp);
       kernels::add_inplace(xs, proj, m * E);
       prof.mark(Op::kOther);

@@ -39,14 +39,14 @@ void moe_route(float* logits, int n_expert, int k, int32_t* sel, float* w) {
   for (int j = 0; j < k; ++j) w[j] /= ws;
 }
 
-void moe_ffn(const ModelConfig& c, const LayerWeights& L, const float* xn, int m, const uint8_t* gemm_order, Workspace& ws,
-             float* out) {
+void moe_ffn(const ModelConfig& c, const LayerWeights& L, const float* xn, int m, Workspace& ws, float* out) {
   const int E = c.n_embd, Fe = c.n_ff_exp, X = c.n_expert, k = c.n_expert_used;
   const int rows = m * k;
   float* router = ws.router.get();
   int32_t* sel = ws.moe_sel.data();
   float* w = ws.moe_w.get();
-  kernels::matmul(L.ffn_gate_inp, xn, m, router, gemm_order);
+  // The router too takes the decode order (see moe.h).
+  kernels::matmul(L.ffn_gate_inp, xn, m, router, nullptr);
   for (int t = 0; t < m; ++t) moe_route(router + size_t(t) * X, X, k, sel + size_t(t) * k, w + size_t(t) * k);
 
   // Counting sort of the m·k (token, slot) pairs by expert: expert e's rows are

@@ -35,6 +35,14 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
     s.arch = "qwen3moe"; s.n_embd = 2048; s.n_layer = 48; s.n_head = 32; s.n_head_kv = 4; s.head_dim = 128; s.n_ff = 6144;
     s.n_expert = 8; s.n_expert_used = 2; s.n_ff_exp = 768;
     s.n_vocab = 151936; s.n_ctx = 40960; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = false;
+  } else if (name == "mixtral-8x7b") {
+    // mistralai/Mixtral-8x7B-v0.1 config.json: llama blocks (GQA 32/8, adjacent-pair RoPE 1e6)
+    // whose FFN is 8 SwiGLU experts of 14336 rows, 2 per token (llama.cpp: `llama` with
+    // llama.expert_count). The full experts are 2.8 GB of f16 per layer: tests scale n_ff
+    // down (`pdserve synth --ff`).
+    s.arch = "llama"; s.n_embd = 4096; s.n_layer = 32; s.n_head = 32; s.n_head_kv = 8; s.n_ff = 14336;
+    s.n_expert = 8; s.n_expert_used = 2;
+    s.n_vocab = 32000; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-5f; s.tied_embeddings = false;
   } else if (name == "phi-3.5-mini") {
     // microsoft/Phi-3.5-mini-instruct config.json (rope_scaling longrope factors as shipped).
     s.arch = "phi3"; s.n_embd = 3072; s.n_layer = 32; s.n_head = 32; s.n_head_kv = 32; s.n_ff = 8192;
@@ -87,8 +95,8 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
 }
 
 std::vector<std::string> builtin_shape_names() {
-  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "qwen3-30b-a3b", "phi-3.5-mini", "gemma-2-2b",
-          "gemma-3-1b"};
+  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "qwen3-30b-a3b", "mixtral-8x7b", "phi-3.5-mini",
+          "gemma-2-2b", "gemma-3-1b"};
 }
 
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim) {
@@ -266,7 +274,7 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
     for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     const int64_t cols = t.dims[0];
     const GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, s.n_layer, !s.tied_embeddings,
-                                                s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1);
+                                                s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1, s.n_expert);
     const int64_t rb = gguf::row_bytes(to, cols);
     std::vector<uint8_t> data(static_cast<size_t>(rb * rows));
 #pragma omp parallel

@@ -65,9 +65,9 @@ struct ShapeSpec {
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim);
 
 /// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
-/// "qwen3-30b-a3b", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b" (real configs, except that
+/// "qwen3-30b-a3b", "mixtral-8x7b", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b" (real configs, except that
 /// qwen3-30b-a3b has 8 experts, 2 per token, instead of 128 and 8; tests scale layers,
-/// vocabulary and the sliding window down). Error lists them.
+/// vocabulary, the sliding window and mixtral's expert width down). Error lists them.
 Result<ShapeSpec> builtin_shape(const std::string& name);
 std::vector<std::string> builtin_shape_names();
 

@@ -10,7 +10,7 @@ TMP=${TMPDIR:-/tmp}/pdserve-arch-refs
 PDSERVE=${PDSERVE:-build/pdserve}
 mkdir -p "$TMP"
 # The CPU backend peer.sh picks on this machine (its own rule; GGML_BACKEND_PATH overrides):
-# the rows up to gemma3-q8_0 were made on an AMD Zen 3 (haswell), the qwen3moe ones on an
+# the rows up to gemma3-q8_0 were made on an AMD Zen 3 (haswell), the qwen3moe and mixtral ones on an
 # Intel Xeon with AVX-512 VNNI/BF16 (zen4). See README.md.
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 case "${GGML_BACKEND_PATH:-$flags}" in
@@ -19,7 +19,7 @@ case "${GGML_BACKEND_PATH:-$flags}" in
   *haswell*|*avx2*) BACKEND="haswell (AVX2)" ;;
   *) BACKEND="x64" ;;
 esac
-# name                 shape          layers  type    vocab (tokenizer GGUF)                        -c    [sliding window]
+# name                 shape          layers  type    vocab (tokenizer GGUF)                        -c    [sliding window or -] [FFN width]
 rows=(
   "llama3-f16          llama-3.2-1b   2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
   "llama3-q8_0         llama-3.2-1b   2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
@@ -40,15 +40,19 @@ rows=(
   "qwen3moe-f16        qwen3-30b-a3b  2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
   "qwen3moe-q8_0       qwen3-30b-a3b  2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
   "qwen3moe-q4_k_m     qwen3-30b-a3b  2       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048"
+  "mixtral-f16         mixtral-8x7b   2       F16     ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  -  512"
+  "mixtral-q8_0        mixtral-8x7b   2       Q8_0    ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  -  512"
+  "mixtral-q4_k_m      mixtral-8x7b   2       Q4_K_M  ../shared/tokenizer/ggml-vocab-llama-spm.gguf 2048  -  512"
 )
 # Four of the six prompts of ../shared/reference, 16 tokens each (the files are 0.3-0.6 GB: kept short).
 prompts=('Hello world' 'The quick brown fox jumps over the lazy dog.' 'Привет мир 🦙 日本語' '1 2 3 4 5 6 7 8 9 10')
 for row in "${rows[@]}"; do
-  read -r name shape layers type vocab ctx window <<< "$row"
+  read -r name shape layers type vocab ctx window ff <<< "$row"
+  [ "$window" = "-" ] && window=
   if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$name"; then continue; fi
-  model="$TMP/synth-$shape-$layers-$type${window:+-w$window}.gguf"
+  model="$TMP/synth-$shape-$layers-$type${window:+-w$window}${ff:+-ff$ff}.gguf"
   [ -f "$model" ] || "$PDSERVE" synth --shape "$shape" --layers "$layers" --type "$type" --vocab-from "$vocab" --seed 1 \
-    ${window:+--sliding-window "$window"} -o "$model"
+    ${window:+--sliding-window "$window"} ${ff:+--ff "$ff"} -o "$model"
   ../shared/tools/peer.sh llama-server -m "$model" --port "$PORT" -t 1 -c "$ctx" -np 1 --no-webui --no-jinja \
     > "$TMP/server-$name.log" 2>&1 &
   pid=$!

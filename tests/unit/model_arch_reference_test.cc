@@ -1,7 +1,8 @@
 // The issue-#19 architectures against the reference engine (llama.cpp build 11669, haswell
-// backend; tests/data/README.md "Architecture references"): `llama` with Llama 3 RoPE
-// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm), `phi3` (fused QKV and
-// gate/up, long-RoPE factors and attention factor), `gemma2` and `gemma3`. Each file is made here by
+// backend — zen4 for the mixture-of-experts ones; tests/data/README.md "Architecture
+// references"): `llama` with Llama 3 RoPE scaling (rope_freqs.weight), `qwen3` (per-head
+// Q/K RMSNorm), `phi3` (fused QKV and gate/up, long-RoPE factors and attention factor),
+// `gemma2`, `gemma3`, `qwen3moe` and `llama` with experts (Mixtral). Each file is made here by
 // model::synth_model (= `pdserve synth`, same seed as the reference's) from a built-in
 // shape scaled down in layers and vocabulary (see the README), then compared with
 // tests/data/arch-*.json: teacher-forced log-probs of the reference's top-5 within `tol` at
@@ -340,6 +341,43 @@ TEST(ModelArchReference, Qwen3MoeQ4_K_M) {
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
   expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q4_k_m.json", 0.08);
+}
+
+// --- Mixtral (mixtral-8x7b: `llama` blocks — 32 heads, 8 KV heads over 4096, adjacent-pair
+// RoPE 1e6 — whose FFN is 8 SwiGLU experts, 2 per token, through the same router as qwen3moe;
+// llama.cpp: llm_build_llama with llama.expert_count). 2 of its 32 blocks, the experts scaled
+// from 14336 rows down to 512 (`pdserve synth --ff 512`); zen4 references. ---
+
+void mixtral_ff(model::ShapeSpec& s) { s.n_ff = 512; }
+
+TEST(ModelArchReference, MixtralF16) {
+  SynthFile f("mixtral-8x7b", 2, "F16", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  const model::ModelConfig& c = m->config();
+  ASSERT_EQ(c.arch, "llama");
+  ASSERT_FALSE(c.rope_neox);
+  ASSERT_EQ(c.n_expert, 8);
+  ASSERT_EQ(c.n_expert_used, 2);
+  ASSERT_EQ(c.n_ff_exp, 512);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-f16.json", 0.02);
+}
+
+TEST(ModelArchReference, MixtralQ8_0) {
+  SynthFile f("mixtral-8x7b", 2, "Q8_0", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q8_0.json", 0.02);
+}
+
+// Q4_K_M with llama-quantize's 8-expert rule: attn_k / attn_v Q8_0, attn_output Q5_K.
+TEST(ModelArchReference, MixtralQ4_K_M) {
+  SynthFile f("mixtral-8x7b", 2, "Q4_K_M", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->file().find_tensor("blk.0.attn_k.weight")->type, gguf::GgmlType::Q8_0);
+  ASSERT_EQ(m->file().find_tensor("blk.0.attn_output.weight")->type, gguf::GgmlType::Q5_K);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q4_k_m.json", 0.08);
 }
 
 // --- The loader names what it cannot run, in one line ---

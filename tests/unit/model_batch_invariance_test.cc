@@ -182,6 +182,22 @@ TEST(ModelBatchInvariance, Gemma3Q4_K_M) { check_synth("gemma-3-1b", 6, 8); }
 TEST(ModelBatchInvariance, Qwen3MoeQ4_K_M) { check_synth("qwen3-30b-a3b"); }
 TEST(ModelBatchInvariance, Qwen3MoeQ8_0) { check_synth("qwen3-30b-a3b", 1, 0, "Q8_0"); }
 TEST(ModelBatchInvariance, Qwen3MoeF16) { check_synth("qwen3-30b-a3b", 1, 0, "F16"); }
+// Mixtral (llama with 8 experts, 2 per token), experts scaled to 512 rows (as the reference test).
+void check_mixtral(const std::string& type) {
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pdserve-test-bi-mixtral-" + std::to_string(getpid()) + ".gguf")).string();
+  auto spec = model::builtin_shape("mixtral-8x7b");
+  ASSERT_TRUE(spec.ok());
+  spec.value().n_layer = 1;
+  spec.value().n_ff = 512;
+  spec.value().n_vocab = 512;
+  model::SynthOptions opt;
+  opt.type = type;
+  ASSERT_TRUE(model::synth_model(spec.value(), opt, out).ok());
+  check_model(out);
+  std::filesystem::remove(out);
+}
+TEST(ModelBatchInvariance, MixtralQ4_K_M) { check_mixtral("Q4_K_M"); }
 
 }  // namespace
 }  // namespace pdserve

@@ -99,7 +99,7 @@ TEST(MoeFfn, GroupedBatchEqualsEachTokenAlone) {
     for (float& v : xn) v = d(rng);
     model::Workspace ws;
     ws.fit(c, n, 1);
-    model::moe_ffn(c, L, xn.data(), n, nullptr, ws, out.data());
+    model::moe_ffn(c, L, xn.data(), n, ws, out.data());
     std::set<int> used;
     for (int i = 0; i < n * c.n_expert_used; ++i) used.insert(ws.moe_sel[i]);
     EXPECT_EQ(used.size(), static_cast<size_t>(c.n_expert));
