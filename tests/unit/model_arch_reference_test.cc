@@ -329,18 +329,23 @@ TEST(ModelArchReference, Qwen3MoeF16) {
   EXPECT_GT(e, 0.1);
 }
 
+// Quantised MoE files: measured max 0.0000 at print precision (2026-12-02, zen4 references),
+// so these tests hold 0.005 rather than the 0.02 / 0.08 — tight enough that the
+// router in the tinyBLAS order for prompt tokens (Mixtral: 0.0196 / 0.0144, see moe.h) fails.
+constexpr double kMoeQuantTol = 0.005;
+
 TEST(ModelArchReference, Qwen3MoeQ8_0) {
   SynthFile f("qwen3-30b-a3b", 2, "Q8_0", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
-  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q8_0.json", 0.02);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q8_0.json", kMoeQuantTol);
 }
 
 TEST(ModelArchReference, Qwen3MoeQ4_K_M) {
   SynthFile f("qwen3-30b-a3b", 2, "Q4_K_M", kSpmVocab);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
-  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q4_k_m.json", 0.08);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q4_k_m.json", kMoeQuantTol);
 }
 
 // --- Mixtral (mixtral-8x7b: `llama` blocks — 32 heads, 8 KV heads over 4096, adjacent-pair
@@ -367,7 +372,7 @@ TEST(ModelArchReference, MixtralQ8_0) {
   SynthFile f("mixtral-8x7b", 2, "Q8_0", kSpmVocab, mixtral_ff);
   auto m = load(f.path(), 2048);
   ASSERT_TRUE(m);
-  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q8_0.json", 0.02);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q8_0.json", kMoeQuantTol);
 }
 
 // Q4_K_M with llama-quantize's 8-expert rule: attn_k / attn_v Q8_0, attn_output Q5_K.
@@ -377,7 +382,7 @@ TEST(ModelArchReference, MixtralQ4_K_M) {
   ASSERT_TRUE(m);
   ASSERT_EQ(m->file().find_tensor("blk.0.attn_k.weight")->type, gguf::GgmlType::Q8_0);
   ASSERT_EQ(m->file().find_tensor("blk.0.attn_output.weight")->type, gguf::GgmlType::Q5_K);
-  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q4_k_m.json", 0.08);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q4_k_m.json", kMoeQuantTol);
 }
 
 // --- The loader names what it cannot run, in one line ---
