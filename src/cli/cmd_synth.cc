@@ -9,7 +9,8 @@ namespace pdserve::cli {
 
 void add_synth_command(CLI::App& app, SynthArgs& a) {
   CLI::App* cmd = app.add_subcommand("synth", "write a random-weight GGUF shaped like a real model (benchmarks)");
-  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | phi-3.5-mini | gemma-2-2b | gemma-3-1b")
+  cmd->add_option("--shape", a.shape, "tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | qwen3-0.6b | qwen3-30b-a3b (8 experts, 2 per token) | "
+                  "mixtral-8x7b | phi-3.5-mini | gemma-2-2b | gemma-3-1b")
       ->required()
       ->check(CLI::IsMember(model::builtin_shape_names()));
   cmd->add_option("--type", a.type, "F16 | Q8_0 | Q4_0 | Q4_K_M (or any `quantize` type)")->default_val("F16");
@@ -20,6 +21,9 @@ void add_synth_command(CLI::App& app, SynthArgs& a) {
   cmd->add_option("--layers", a.layers, "scale the shape down to N blocks (default: the shape's)")->check(CLI::PositiveNumber);
   cmd->add_option("--sliding-window", a.sliding_window,
                   "scale the sliding window of a shape that has one (gemma-2-2b, gemma-3-1b) down to N tokens")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ff", a.ff,
+                  "scale the FFN width down to N rows (a mixture-of-experts shape: each expert's; default: the shape's)")
       ->check(CLI::PositiveNumber);
 }
 
@@ -37,6 +41,10 @@ int run_synth(const SynthArgs& a) {
       return 2;
     }
     shape.value().sliding_window = a.sliding_window;
+  }
+  if (a.ff > 0) {
+    if (shape.value().arch == "qwen3moe") shape.value().n_ff_exp = a.ff;
+    else shape.value().n_ff = a.ff;
   }
   model::SynthOptions opt;
   opt.type = a.type;

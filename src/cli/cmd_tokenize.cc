@@ -79,6 +79,8 @@ int run_info(const InfoArgs& a) {
     std::printf("\nmodel: %s, %d layers, n_embd %d, %d heads / %d KV heads, head_dim %d, n_ff %d, context %d, rope base %g%s\n",
                 c.arch.c_str(), c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_ctx, c.rope_base,
                 c.rope_neox ? " (neox)" : "");
+    if (c.n_expert > 0)
+      std::printf("experts: %d, %d per token, %d rows each\n", c.n_expert, c.n_expert_used, c.n_ff_exp);
   } else {
     std::printf("\nmodel: %s\n", cfg.error().c_str());
   }

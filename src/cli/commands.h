@@ -149,6 +149,7 @@ struct SynthArgs {
   uint64_t seed = 1;
   int layers = 0;  // --layers: the shape scaled down to this many blocks (0 = the shape's)
   int sliding_window = 0;  // --sliding-window: the shape's window scaled down (0 = the shape's)
+  int ff = 0;  // --ff: the FFN width (each expert's, for a mixture-of-experts shape) scaled down (0 = the shape's)
 };
 void add_synth_command(CLI::App& app, SynthArgs& a);
 int run_synth(const SynthArgs& a);

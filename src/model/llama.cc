@@ -1,4 +1,4 @@
-// Forward pass of the llama family (llama, qwen2, qwen3, phi3, gemma2, gemma3) over a mixed prefill/decode batch.
+// Forward pass of the llama family (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3) over a mixed prefill/decode batch.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace pdserve::model {
 
@@ -79,6 +80,13 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
 #pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
     for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
     prof.mark(Op::kFfnNorm);
+    if (c.n_expert > 0) {  // mixture of experts (model/moe.h): router, experts, weighted sum into proj
+      moe_ffn(c, L, xn, m, ws_, proj);  // decode order throughout (moe.h)
+      prof.mark(Op::kGateUp);
+      kernels::add_inplace(xs, proj, m * E);
+      prof.mark(Op::kOther);
+      return;
+    }
     const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
     kernels::matmul_multi(gate_up, 2, xn, m, ord);
     prof.mark(Op::kGateUp);

@@ -11,10 +11,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   auto arch = f.require_string("general.architecture");
   if (!arch.ok()) return arch.status();
   c.arch = arch.value();
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3" && c.arch != "gemma2" &&
-      c.arch != "gemma3")
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" && c.arch != "phi3" &&
+      c.arch != "gemma2" && c.arch != "gemma3")
     return Status::InvalidArgument("unsupported architecture '" + c.arch +
-                                   "' (general.architecture; supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
+                                   "' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)");
   c.name = f.get_string("general.name").value_or("");
   const std::string p = c.arch + ".";
   // Every integer hyperparameter is range-checked in int64 before it narrows to int: a
@@ -59,17 +59,34 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     return Status::InvalidArgument("metadata key '" + p + "rope.scaling.type' is '" + *type +
                                    "': not supported (supported: none, linear)");
   }
-  if (auto n = f.get_int(p + "expert_count"); n && *n > 0)
+  // Experts: qwen3moe always has them (llama.cpp throws on n_expert 0 for it); llama may
+  // (Mixtral). llama.cpp caps them at LLAMA_MAX_EXPERTS (512) and n_expert_used at n_expert.
+  const bool moe_arch = c.arch == "qwen3moe";
+  if (moe_arch || c.arch == "llama") {
+    if (Status s = read_int("expert_count", moe_arch ? std::nullopt : std::optional<int64_t>(0), moe_arch ? 1 : 0, 512, c.n_expert);
+        !s.ok())
+      return s;
+  } else if (auto n = f.get_int(p + "expert_count"); n && *n > 0) {
     return Status::InvalidArgument("metadata key '" + p + "expert_count' is " + std::to_string(*n) +
-                                   ": mixture-of-experts models are not supported");
-  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "phi3" || c.arch == "gemma2" || c.arch == "gemma3";
+                                   ": mixture-of-experts is supported for qwen3moe and llama (Mixtral) only");
+  }
+  if (c.n_expert > 0) {
+    if (Status s = read_int("expert_used_count", std::nullopt, 1, c.n_expert, c.n_expert_used); !s.ok()) return s;
+    if (moe_arch) {
+      if (Status s = read_int("expert_feed_forward_length", c.n_ff / c.n_expert_used, 1, kMaxDim, c.n_ff_exp); !s.ok()) return s;
+    } else {
+      c.n_ff_exp = c.n_ff;
+    }
+  }
+  c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3" || c.arch == "gemma2" ||
+                c.arch == "gemma3";
   c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
   if (Status s = read_int("rope.scaling.original_context_length", c.n_ctx, 1, kMaxDim, c.rope_orig_ctx); !s.ok()) return s;
   // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
   // off ("Phi SWA is currently disabled", ggml-org/llama.cpp#13676), so every layer attends
   // to the whole context there; we do the same to match it.
   if (Status s = read_int("attention.sliding_window", 0, 0, kMaxDim, c.sliding_window); !s.ok()) return s;
-  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
   c.q_prescale = c.arch == "phi3" || c.arch == "gemma2" || c.arch == "gemma3";
   c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.arch == "gemma2") {

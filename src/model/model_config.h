@@ -10,7 +10,7 @@ namespace pdserve::model {
 
 /// Shapes and constants of a llama-family decoder.
 struct ModelConfig {
-  std::string arch;         // general.architecture: "llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"
+  std::string arch;         // general.architecture: "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"
   std::string name;         // general.name (may be empty)
   int n_vocab = 0;
   int n_ctx = 0;            // {arch}.context_length
@@ -20,6 +20,13 @@ struct ModelConfig {
   int n_head_kv = 0;        // {arch}.attention.head_count_kv (default n_head)
   int head_dim = 0;         // n_embd / n_head (or {arch}.attention.key_length)
   int n_ff = 0;             // {arch}.feed_forward_length
+  // Mixture of experts (qwen3moe; llama with experts = Mixtral): every block's FFN is
+  // n_expert SwiGLU experts of n_ff_exp rows, of which a router picks n_expert_used per
+  // token (llama.cpp build_moe_ffn: softmax over all experts, top-k, weights renormalised
+  // over the chosen). 0 = a dense FFN.
+  int n_expert = 0;         // {arch}.expert_count
+  int n_expert_used = 0;    // {arch}.expert_used_count
+  int n_ff_exp = 0;         // qwen3moe: {arch}.expert_feed_forward_length (default n_ff / n_expert_used); llama: n_ff
   int rope_dim = 0;         // {arch}.rope.dimension_count (default head_dim)
   float rope_base = 10000.f;  // {arch}.rope.freq_base
   float rope_freq_scale = 1.f;  // 1 / {arch}.rope.scaling.factor for linear scaling

@@ -40,8 +40,10 @@ bool contains(const std::string& s, const char* p) { return s.find(p) != std::st
 }  // namespace
 
 GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name, const std::vector<int64_t>& dims,
-                               int n_layer, bool has_output, int n_gqa) {
-  if (dims.size() < 2 || !contains(name, "weight")) return GgmlType::F32;
+                               int n_layer, bool has_output, int n_gqa, int n_expert) {
+  // The MoE router stays F32, as llama-quantize (llama_model_quantize_impl: "do not quantize
+  // expert gating tensors") and the HF converter keep it.
+  if (dims.size() < 2 || !contains(name, "weight") || contains(name, "ffn_gate_inp.weight")) return GgmlType::F32;
   GgmlType t = plan.base;
   const bool is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
   const int l = layer_of(name);
@@ -67,6 +69,13 @@ GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name
         break;
     }
   }
+  if (n_expert == 8 && l >= 0 && kernels::is_quantized(plan.base)) {
+    // llama_tensor_get_type: "for the 8-expert model, bumping this to Q8_0 trades just ~128MB".
+    if (attn_v || contains(name, "attn_k.weight")) t = GgmlType::Q8_0;
+    const uint32_t ft = plan.file_type;
+    if (contains(name, "attn_output.weight") && (ft == 10 || ft == 11 || ft == 12 || ft == 14 || ft == 15 || ft == 25 || ft == 30))
+      t = GgmlType::Q5_K;
+  }
   if ((t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) && dims[0] % 256 != 0)
     t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : t == GgmlType::Q5_K ? GgmlType::Q5_1 : GgmlType::Q8_0;
   if ((t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::IQ4_XS) && dims[0] % 256 != 0) t = GgmlType::IQ4_NL;
@@ -86,6 +95,7 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
   const int64_t n_head = src.get_int(arch + ".attention.head_count").value_or(1);
   const int64_t n_head_kv = src.get_int(arch + ".attention.head_count_kv").value_or(n_head);
   const int n_gqa = n_head_kv > 0 ? static_cast<int>(n_head / n_head_kv) : 1;
+  const int n_expert = static_cast<int>(src.get_int(arch + ".expert_count").value_or(0));
 
   gguf::GgufWriter w;
   for (const auto& [k, v] : src.metadata()) w.set(k, v);
@@ -93,8 +103,9 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
   if (kernels::is_quantized(plan.value().base)) w.set("general.quantization_version", gguf::Value::u32(2));
 
   for (const gguf::TensorInfo& t : src.tensors()) {
-    GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, n_layer, has_output, n_gqa);
+    GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, n_layer, has_output, n_gqa, n_expert);
     if (t.type != GgmlType::F32 && t.dims.size() < 2) to = t.type;
+    if (t.name.find("ffn_gate_inp.weight") != std::string::npos) to = t.type;  // the router: kept as it is
     if (to == t.type) {
       w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
       continue;

@@ -32,9 +32,12 @@ struct QuantizePlan {
 Result<QuantizePlan> parse_quantize_type(const std::string& name);
 
 /// The type tensor `name` (dims in ggml order) gets under `plan` in a model of `n_layer`
-/// layers with n_gqa = attention heads per KV head.
+/// layers with n_gqa = attention heads per KV head and `n_expert` experts ({arch}.expert_count,
+/// 0 = dense). MoE routers (ffn_gate_inp) stay F32; with exactly 8 experts (llama-quantize's
+/// Mixtral rule, llama_tensor_get_type) every quantised type puts attn_k and attn_v in Q8_0,
+/// and Q2_K, Q3_K_S, Q3_K_M, Q4_K(_S), Q4_K_M, IQ4_NL and IQ4_XS put attn_output in Q5_K.
 gguf::GgmlType quantized_tensor_type(const QuantizePlan& plan, const std::string& name, const std::vector<int64_t>& dims,
-                                     int n_layer, bool has_output, int n_gqa = 1);
+                                     int n_layer, bool has_output, int n_gqa = 1, int n_expert = 0);
 
 /// Reads `in` (F32/F16/BF16 or already quantised tensors, dequantised first), writes
 /// `out` with the same metadata (general.file_type and general.quantization_version

@@ -27,6 +27,22 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
   } else if (name == "qwen3-0.6b") {
     s.arch = "qwen3"; s.n_embd = 1024; s.n_layer = 28; s.n_head = 16; s.n_head_kv = 8; s.head_dim = 128; s.n_ff = 3072;
     s.n_vocab = 151936; s.n_ctx = 40960; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = true;
+  } else if (name == "qwen3-30b-a3b") {
+    // Qwen/Qwen3-30B-A3B config.json (hidden 2048, 48 layers, 32 heads, 4 KV heads, head_dim
+    // 128, intermediate 6144, moe_intermediate 768, rope_theta 1e6, rms 1e-6, untied), except
+    // the experts: 8 of them, 2 per token, instead of 128 and 8 — 128 experts of 3 × 2048 × 768
+    // are 1.2 GB of f16 per layer, too big for tests; the routing math is the same.
+    s.arch = "qwen3moe"; s.n_embd = 2048; s.n_layer = 48; s.n_head = 32; s.n_head_kv = 4; s.head_dim = 128; s.n_ff = 6144;
+    s.n_expert = 8; s.n_expert_used = 2; s.n_ff_exp = 768;
+    s.n_vocab = 151936; s.n_ctx = 40960; s.rope_base = 1000000.f; s.rms_eps = 1e-6f; s.tied_embeddings = false;
+  } else if (name == "mixtral-8x7b") {
+    // mistralai/Mixtral-8x7B-v0.1 config.json: llama blocks (GQA 32/8, adjacent-pair RoPE 1e6)
+    // whose FFN is 8 SwiGLU experts of 14336 rows, 2 per token (llama.cpp: `llama` with
+    // llama.expert_count). The full experts are 2.8 GB of f16 per layer: tests scale n_ff
+    // down (`pdserve synth --ff`).
+    s.arch = "llama"; s.n_embd = 4096; s.n_layer = 32; s.n_head = 32; s.n_head_kv = 8; s.n_ff = 14336;
+    s.n_expert = 8; s.n_expert_used = 2;
+    s.n_vocab = 32000; s.n_ctx = 32768; s.rope_base = 1000000.f; s.rms_eps = 1e-5f; s.tied_embeddings = false;
   } else if (name == "phi-3.5-mini") {
     // microsoft/Phi-3.5-mini-instruct config.json (rope_scaling longrope factors as shipped).
     s.arch = "phi3"; s.n_embd = 3072; s.n_layer = 32; s.n_head = 32; s.n_head_kv = 32; s.n_ff = 8192;
@@ -79,7 +95,8 @@ Result<ShapeSpec> builtin_shape(const std::string& name) {
 }
 
 std::vector<std::string> builtin_shape_names() {
-  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b"};
+  return {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "qwen3-30b-a3b", "mixtral-8x7b", "phi-3.5-mini",
+          "gemma-2-2b", "gemma-3-1b"};
 }
 
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim) {
@@ -130,9 +147,12 @@ void normal_row(uint64_t seed, uint64_t tensor, int64_t row, float sigma, float*
 Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, const std::string& out) {
   auto plan = parse_quantize_type(opt.type);
   if (!plan.ok()) return plan.status();
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "gemma2" &&
-      s.arch != "gemma3")
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "phi3" &&
+      s.arch != "gemma2" && s.arch != "gemma3")
     return Status::InvalidArgument("unsupported architecture '" + s.arch + "'");
+  if ((s.arch == "qwen3moe" && s.n_expert <= 0) || (s.n_expert > 0 && s.arch != "qwen3moe" && s.arch != "llama") ||
+      (s.n_expert > 0 && (s.n_expert_used <= 0 || s.n_expert_used > s.n_expert || (s.arch == "qwen3moe" && s.n_ff_exp <= 0))))
+    return Status::InvalidArgument("invalid shape '" + s.name + "': experts (qwen3moe needs n_expert, n_expert_used and n_ff_exp; llama may have them)");
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
       (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 || s.head_dim < 0 || s.head_dim % 2 != 0)
     return Status::InvalidArgument("invalid shape '" + s.name + "'");
@@ -152,9 +172,14 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
   w.set(p + "feed_forward_length", Value::u32(s.n_ff));
   w.set(p + "attention.head_count", Value::u32(s.n_head));
   w.set(p + "attention.head_count_kv", Value::u32(s.n_head_kv));
+  if (s.n_expert > 0) {
+    w.set(p + "expert_count", Value::u32(s.n_expert));
+    w.set(p + "expert_used_count", Value::u32(s.n_expert_used));
+    if (s.arch == "qwen3moe") w.set(p + "expert_feed_forward_length", Value::u32(s.n_ff_exp));
+  }
   w.set(p + "rope.dimension_count", Value::u32(static_cast<uint32_t>(hd)));
   w.set(p + "rope.freq_base", Value::f32(s.rope_base));
-  if (hd * s.n_head != s.n_embd || s.arch == "qwen3" || s.arch == "gemma3") {
+  if (hd * s.n_head != s.n_embd || s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
     w.set(p + "attention.key_length", Value::u32(static_cast<uint32_t>(hd)));
     w.set(p + "attention.value_length", Value::u32(static_cast<uint32_t>(hd)));
   }
@@ -212,7 +237,7 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
       ts.push_back({b + "attn_k.bias", {kv}, -1});
       ts.push_back({b + "attn_v.bias", {kv}, -1});
     }
-    if (s.arch == "qwen3" || s.arch == "gemma3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
       ts.push_back({b + "attn_q_norm.weight", {hd}, -1, true});
       ts.push_back({b + "attn_k_norm.weight", {hd}, -1, true});
     }
@@ -221,13 +246,19 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
     const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
     if (gemma) ts.push_back({b + "post_attention_norm.weight", {e}, -1, true});
     ts.push_back({b + "ffn_norm.weight", {e}, 1.f});
-    if (s.arch == "phi3") {
+    if (s.n_expert > 0) {  // router (F32, as the converter writes it), then the stacked experts
+      const int64_t fe = s.arch == "qwen3moe" ? s.n_ff_exp : s.n_ff, x = s.n_expert;
+      ts.push_back({b + "ffn_gate_inp.weight", {e, x}, -1});
+      ts.push_back({b + "ffn_gate_exps.weight", {e, fe, x}, -1});
+      ts.push_back({b + "ffn_up_exps.weight", {e, fe, x}, -1});
+      ts.push_back({b + "ffn_down_exps.weight", {fe, e, x}, -1});
+    } else if (s.arch == "phi3") {
       ts.push_back({b + "ffn_up.weight", {e, 2 * int64_t{s.n_ff}}, -1});  // gate rows, then up rows
     } else {
       ts.push_back({b + "ffn_gate.weight", {e, s.n_ff}, -1});
       ts.push_back({b + "ffn_up.weight", {e, s.n_ff}, -1});
     }
-    ts.push_back({b + "ffn_down.weight", {s.n_ff, e}, -1});
+    if (s.n_expert == 0) ts.push_back({b + "ffn_down.weight", {s.n_ff, e}, -1});
     if (gemma) ts.push_back({b + "post_ffw_norm.weight", {e}, -1, true});
   }
   // Last, so that the other tensors' random streams (keyed by index) do not depend on them.
@@ -239,9 +270,11 @@ Result<SynthReport> synth_model(const ShapeSpec& s, const SynthOptions& opt, con
 
   for (size_t ti = 0; ti < ts.size(); ++ti) {
     const T& t = ts[ti];
-    const int64_t cols = t.dims[0], rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    int64_t rows = 1;  // every row of every matrix of a 3-D stack (experts)
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
+    const int64_t cols = t.dims[0];
     const GgmlType to = quantized_tensor_type(plan.value(), t.name, t.dims, s.n_layer, !s.tied_embeddings,
-                                                s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1);
+                                                s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1, s.n_expert);
     const int64_t rb = gguf::row_bytes(to, cols);
     std::vector<uint8_t> data(static_cast<size_t>(rb * rows));
 #pragma omp parallel

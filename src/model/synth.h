@@ -16,6 +16,7 @@ namespace pdserve::model {
 struct ShapeSpec {
   std::string name;           // general.name
   std::string arch = "llama"; // "llama", "qwen2" (Q/K/V biases, NeoX RoPE), "qwen3" (per-head Q/K
+                              // RMSNorm, NeoX RoPE), "qwen3moe" (qwen3's attention, MoE FFN; per-head Q/K
                               // RMSNorm, NeoX RoPE), "phi3" (fused attn_qkv and gate/up, NeoX RoPE)
                               // "gemma2" (post-attention / post-FFN norms, soft caps, window) or
                               // "gemma3" (gemma2's norms with qwen3's per-head Q/K norms, 5:1 window)
@@ -24,6 +25,13 @@ struct ShapeSpec {
   int n_head = 0;
   int n_head_kv = 0;
   int n_ff = 0;
+  // Mixture of experts: n_expert experts of n_ff_exp rows, n_expert_used per token;
+  // 0 = dense. "qwen3moe" writes all three keys ({arch}.expert_count, expert_used_count,
+  // expert_feed_forward_length); "llama" with n_expert > 0 (Mixtral) the first two, its
+  // experts n_ff rows.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
   int head_dim = 0;           // 0: n_embd / n_head (else written as attention.key_length / value_length)
   int n_vocab = 0;            // the shape's vocabulary (replaced by the tokenizer's, see SynthOptions)
   int n_ctx = 2048;
@@ -57,8 +65,9 @@ struct ShapeSpec {
 std::vector<float> llama3_rope_freqs(const ShapeSpec& s, int dim);
 
 /// Built-in shapes: "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
-/// "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b" (real configs; tests scale layers, vocabulary and the
-/// sliding window down). Error lists them.
+/// "qwen3-30b-a3b", "mixtral-8x7b", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b" (real configs, except that
+/// qwen3-30b-a3b has 8 experts, 2 per token, instead of 128 and 8; tests scale layers,
+/// vocabulary, the sliding window and mixtral's expert width down). Error lists them.
 Result<ShapeSpec> builtin_shape(const std::string& name);
 std::vector<std::string> builtin_shape_names();
 

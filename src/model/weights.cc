@@ -42,6 +42,32 @@ class Binder {
     return w;
   }
 
+  /// A 3-D stack of `n` matrices with dims [cols, rows, n] (MoE experts), bound as one
+  /// matrix of n · rows rows (see expert_slice).
+  kernels::WeightView experts(const std::string& name, int64_t cols, int64_t rows, int64_t n) {
+    kernels::WeightView w;
+    if (!status.ok()) return w;
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      status = Status::NotFound("missing tensor '" + name + "'");
+      return w;
+    }
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n) {
+      status = Status::InvalidArgument("tensor '" + name + "' has shape " + shape_str(t->dims) + ", expected " + shape_str({cols, rows, n}));
+      return w;
+    }
+    if (!kernels::matmul_supports(t->type)) {
+      status = Status::InvalidArgument("tensor '" + name + "' has type " + gguf::type_name(t->type) + ", not supported yet");
+      return w;
+    }
+    w.data = t->data;
+    w.type = t->type;
+    w.cols = cols;
+    w.rows = rows * n;
+    w.row_bytes = gguf::row_bytes(t->type, cols);
+    return w;
+  }
+
   /// Rows [first, first + n) of a bound matrix `w` (a fused tensor's part).
   static kernels::WeightView rows_of(const kernels::WeightView& w, int64_t first, int64_t n) {
     kernels::WeightView v = w;
@@ -108,6 +134,14 @@ Result<Weights> Weights::bind(const gguf::GgufFile& f, const ModelConfig& c) {
     if (c.post_norms) {
       L.attn_post_norm = b.vec(p + "post_attention_norm.weight", e);
       L.ffn_post_norm = b.vec(p + "post_ffw_norm.weight", e);
+    }
+    if (c.n_expert > 0) {
+      L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", e, c.n_expert);
+      L.w_gate_exps = b.experts(p + "ffn_gate_exps.weight", e, c.n_ff_exp, c.n_expert);
+      L.w_up_exps = b.experts(p + "ffn_up_exps.weight", e, c.n_ff_exp, c.n_expert);
+      L.w_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, e, c.n_expert);
+      w.layers.push_back(L);
+      continue;
     }
     if (c.arch == "phi3") {
       const kernels::WeightView up = b.matrix(p + "ffn_up.weight", e, 2 * int64_t{c.n_ff});

@@ -25,10 +25,26 @@ struct LayerWeights {
   const float* attn_post_norm = nullptr;         // [n_embd] gemma2: post_attention_norm
   const float* ffn_post_norm = nullptr;          // [n_embd] gemma2: post_ffw_norm
   kernels::WeightView w_gate, w_up, w_down;      // [n_ff, n_embd] ×2, [n_embd, n_ff]
+  // Mixture of experts (ModelConfig::n_expert > 0; then w_gate/w_up/w_down are unbound):
+  // the router ffn_gate_inp [n_expert, n_embd] and the experts' ffn_gate_exps / ffn_up_exps
+  // [n_expert][n_ff_exp, n_embd] and ffn_down_exps [n_expert][n_embd, n_ff_exp] (ggml dims
+  // [cols, rows, n_expert]), each bound as one matrix of n_expert · rows rows: expert e is
+  // rows [e · rows, (e + 1) · rows) (expert_slice).
+  kernels::WeightView ffn_gate_inp;
+  kernels::WeightView w_gate_exps, w_up_exps, w_down_exps;
   // phi3 stores Q, K and V as one attn_qkv [n_embd, (n_head + 2·n_kv)·hd] and gate and up as
   // one ffn_up [n_embd, 2·n_ff] (gate first, as ggml_swiglu splits it): wq/wk/wv and
   // w_gate/w_up are then views of consecutive row ranges of those tensors.
 };
+
+/// Expert `e` of a stacked expert tensor bound as n_expert · `rows` rows (LayerWeights):
+/// a view of its `rows` rows, in the tensor's type.
+inline kernels::WeightView expert_slice(const kernels::WeightView& stacked, int e, int64_t rows) {
+  kernels::WeightView v = stacked;
+  v.data = static_cast<const uint8_t*>(stacked.data) + e * rows * stacked.row_bytes;
+  v.rows = rows;
+  return v;
+}
 
 struct Weights {
   kernels::WeightView tok_embd;   // [n_vocab, n_embd]

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "model/model_config.h"
 
@@ -18,6 +20,14 @@ namespace pdserve::model {
 ///   q, attn [tokens][n_head·head_dim], k, v [tokens][n_head_kv·head_dim]
 ///   gate, up [rows][n_ff]
 ///   xo, h [logits_rows][n_embd], logits [logits_rows][n_vocab]
+/// and, for a mixture-of-experts config (n_expert > 0; model/moe.h), with k = n_expert_used:
+///   router [rows][n_expert]            router logits, then probabilities
+///   moe_w [rows][k], moe_sel [rows][k] each token's chosen experts' weights and ids
+///   moe_row [rows][k]                  where token t's slot j sits in the by-expert order
+///   moe_tok [rows·k]                   the token of each row of the by-expert order
+///   moe_count [n_expert + 1]           each expert's first row in that order (prefix sums)
+///   moe_x, moe_y [rows·k][n_embd]      gathered inputs / the experts' outputs, by expert
+///   moe_gate, moe_up [rows·k][n_ff_exp]
 class Workspace {
  public:
   /// Makes room for `n_tokens` tokens and `n_logits_rows` logits rows of a model with
@@ -41,11 +51,26 @@ class Workspace {
     xo = alloc(o * E);
     h = alloc(o * E);
     logits = alloc(o * static_cast<size_t>(c.n_vocab));
+    if (c.n_expert > 0) {
+      const size_t k = c.n_expert_used, Fe = c.n_ff_exp;
+      router = alloc(r * c.n_expert);
+      moe_w = alloc(r * k);
+      moe_sel.assign(r * k, 0);
+      moe_row.assign(r * k, 0);
+      moe_tok.assign(r * k, 0);
+      moe_count.assign(c.n_expert + 1, 0);
+      moe_x = alloc(r * k * E);
+      moe_y = alloc(r * k * E);
+      moe_gate = alloc(r * k * Fe);
+      moe_up = alloc(r * k * Fe);
+    }
   }
   int tokens() const { return tokens_; }
   int logits_rows() const { return logits_rows_; }
 
   std::unique_ptr<float[]> x, xn, proj, q, attn, k, v, gate, up, xo, h, logits;
+  std::unique_ptr<float[]> router, moe_w, moe_x, moe_y, moe_gate, moe_up;
+  std::vector<int32_t> moe_sel, moe_row, moe_tok, moe_count;
 
  private:
   static std::unique_ptr<float[]> alloc(size_t n) { return std::make_unique_for_overwrite<float[]>(std::max<size_t>(n, 1)); }

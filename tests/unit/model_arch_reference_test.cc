@@ -1,7 +1,8 @@
 // The issue-#19 architectures against the reference engine (llama.cpp build 11669, haswell
-// backend; tests/data/README.md "Architecture references"): `llama` with Llama 3 RoPE
-// scaling (rope_freqs.weight), `qwen3` (per-head Q/K RMSNorm), `phi3` (fused QKV and
-// gate/up, long-RoPE factors and attention factor), `gemma2` and `gemma3`. Each file is made here by
+// backend — zen4 for the mixture-of-experts ones; tests/data/README.md "Architecture
+// references"): `llama` with Llama 3 RoPE scaling (rope_freqs.weight), `qwen3` (per-head
+// Q/K RMSNorm), `phi3` (fused QKV and gate/up, long-RoPE factors and attention factor),
+// `gemma2`, `gemma3`, `qwen3moe` and `llama` with experts (Mixtral). Each file is made here by
 // model::synth_model (= `pdserve synth`, same seed as the reference's) from a built-in
 // shape scaled down in layers and vocabulary (see the README), then compared with
 // tests/data/arch-*.json: teacher-forced log-probs of the reference's top-5 within `tol` at
@@ -301,13 +302,97 @@ TEST(ModelArchReference, Gemma3Q4_K_M) {
   expect_matches(*m, f.path(), "tests/data/arch-gemma3-q4_k_m.json", 0.08);
 }
 
+// --- qwen3moe (qwen3-30b-a3b: qwen3's attention — 32 heads, 4 KV heads, head_dim 128 over
+// 2048, per-head Q/K norms — and a mixture-of-experts FFN: router ffn_gate_inp (F32), softmax
+// over the experts, top-k, weights renormalised, SwiGLU experts of 768 rows). Scaled down to
+// 2 blocks and 8 experts, 2 per token (the real model: 48, 128, 8); the reference was made on
+// the zen4 (AVX-512) backend (tests/data/README.md). ---
+
+TEST(ModelArchReference, Qwen3MoeF16) {
+  SynthFile f("qwen3-30b-a3b", 2, "F16", kSpmVocab);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  const model::ModelConfig& c = m->config();
+  ASSERT_EQ(c.arch, "qwen3moe");
+  ASSERT_TRUE(c.qk_norm);
+  ASSERT_EQ(c.n_expert, 8);
+  ASSERT_EQ(c.n_expert_used, 2);
+  ASSERT_EQ(c.n_ff_exp, 768);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-f16.json", 0.02);
+  // Control: the same weights routed to 1 expert per token instead of 2 miss the reference.
+  SynthFile top1("qwen3-30b-a3b", 2, "F16", kSpmVocab, [](model::ShapeSpec& s) { s.n_expert_used = 1; }, "-top1");
+  auto t1 = load(top1.path(), 2048);
+  ASSERT_TRUE(t1);
+  const double ours = max_error(*m, f.path(), "tests/data/arch-qwen3moe-f16.json");
+  const double e = max_error(*t1, top1.path(), "tests/data/arch-qwen3moe-f16.json");
+  std::printf("control: top-1 routing, max |logprob err| %.4f (top-2: %.4f)\n", e, ours);
+  EXPECT_GT(e, 0.1);
+}
+
+// Quantised MoE files: measured max 0.0000 at print precision (2026-12-02, zen4 references),
+// so these tests hold 0.005 rather than the issue's 0.02 / 0.08 — tight enough that the
+// router in the tinyBLAS order for prompt tokens (Mixtral: 0.0196 / 0.0144, see moe.h) fails.
+constexpr double kMoeQuantTol = 0.005;
+
+TEST(ModelArchReference, Qwen3MoeQ8_0) {
+  SynthFile f("qwen3-30b-a3b", 2, "Q8_0", kSpmVocab);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q8_0.json", kMoeQuantTol);
+}
+
+TEST(ModelArchReference, Qwen3MoeQ4_K_M) {
+  SynthFile f("qwen3-30b-a3b", 2, "Q4_K_M", kSpmVocab);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  expect_matches(*m, f.path(), "tests/data/arch-qwen3moe-q4_k_m.json", kMoeQuantTol);
+}
+
+// --- Mixtral (mixtral-8x7b: `llama` blocks — 32 heads, 8 KV heads over 4096, adjacent-pair
+// RoPE 1e6 — whose FFN is 8 SwiGLU experts, 2 per token, through the same router as qwen3moe;
+// llama.cpp: llm_build_llama with llama.expert_count). 2 of its 32 blocks, the experts scaled
+// from 14336 rows down to 512 (`pdserve synth --ff 512`); zen4 references. ---
+
+void mixtral_ff(model::ShapeSpec& s) { s.n_ff = 512; }
+
+TEST(ModelArchReference, MixtralF16) {
+  SynthFile f("mixtral-8x7b", 2, "F16", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  const model::ModelConfig& c = m->config();
+  ASSERT_EQ(c.arch, "llama");
+  ASSERT_FALSE(c.rope_neox);
+  ASSERT_EQ(c.n_expert, 8);
+  ASSERT_EQ(c.n_expert_used, 2);
+  ASSERT_EQ(c.n_ff_exp, 512);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-f16.json", 0.02);
+}
+
+TEST(ModelArchReference, MixtralQ8_0) {
+  SynthFile f("mixtral-8x7b", 2, "Q8_0", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q8_0.json", kMoeQuantTol);
+}
+
+// Q4_K_M with llama-quantize's 8-expert rule: attn_k / attn_v Q8_0, attn_output Q5_K.
+TEST(ModelArchReference, MixtralQ4_K_M) {
+  SynthFile f("mixtral-8x7b", 2, "Q4_K_M", kSpmVocab, mixtral_ff);
+  auto m = load(f.path(), 2048);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->file().find_tensor("blk.0.attn_k.weight")->type, gguf::GgmlType::Q8_0);
+  ASSERT_EQ(m->file().find_tensor("blk.0.attn_output.weight")->type, gguf::GgmlType::Q5_K);
+  expect_matches(*m, f.path(), "tests/data/arch-mixtral-q4_k_m.json", kMoeQuantTol);
+}
+
 // --- The loader names what it cannot run, in one line ---
 
 /// A tiny synth model of `arch` rewritten: metadata `set` on top, tensor `drop` left out,
 /// tensor `halve` cut to its first half of rows. Returns the load error ("" if it loads).
 std::string load_error(const std::string& arch, std::vector<std::pair<std::string, gguf::Value>> set, const std::string& drop = "",
                        const std::string& halve = "") {
-  model::ShapeSpec s = model::builtin_shape(arch == "qwen3"    ? "qwen3-0.6b"
+  model::ShapeSpec s = model::builtin_shape(arch == "qwen3"      ? "qwen3-0.6b"
+                                            : arch == "qwen3moe" ? "qwen3-30b-a3b"
                                             : arch == "phi3"   ? "phi-3.5-mini"
                                             : arch == "gemma2" ? "gemma-2-2b"
                                             : arch == "gemma3" ? "gemma-3-1b"
@@ -315,6 +400,7 @@ std::string load_error(const std::string& arch, std::vector<std::pair<std::strin
                            .value();
   s.n_embd = 64; s.n_layer = 1; s.n_head = 4; s.n_head_kv = 2; s.n_ff = 128; s.n_vocab = 64;
   if (s.head_dim) s.head_dim = 32;
+  if (s.n_expert) s.n_ff_exp = 32;
   const int hd = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
   if (!s.rope_long.empty()) { s.rope_long.resize(hd / 2); s.rope_short.resize(hd / 2); }
   const std::string base = (std::filesystem::temp_directory_path() / ("pdserve-test-arch-bad-" + std::to_string(getpid()))).string();
@@ -363,7 +449,32 @@ TEST(ModelArchLoader, NamesTheMissingOrWrongTensorOrKey) {
   EXPECT_NE(load_error("llama", {{"llama.rope.scaling.type", Value::str("yarn")}})
                 .find("metadata key 'llama.rope.scaling.type' is 'yarn': not supported"),
             std::string::npos);
-  EXPECT_NE(load_error("llama", {{"llama.expert_count", Value::u32(8)}}).find("metadata key 'llama.expert_count' is 8"), std::string::npos);
+  // Mixture of experts: qwen3moe and llama (Mixtral) only; the keys and each expert tensor named.
+  EXPECT_EQ(load_error("qwen3moe", {}), "");
+  EXPECT_NE(load_error("qwen3", {{"qwen3.expert_count", Value::u32(8)}})
+                .find("metadata key 'qwen3.expert_count' is 8: mixture-of-experts is supported for qwen3moe and llama (Mixtral) only"),
+            std::string::npos);
+  EXPECT_NE(load_error("llama", {{"llama.expert_count", Value::u32(8)}}).find("missing required metadata key 'llama.expert_used_count'"),
+            std::string::npos);
+  EXPECT_NE(load_error("llama", {{"llama.expert_count", Value::u32(8)}, {"llama.expert_used_count", Value::u32(2)}})
+                .find("missing tensor 'blk.0.ffn_gate_inp.weight'"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {{"qwen3moe.expert_count", Value::u32(0)}}).find("metadata key 'qwen3moe.expert_count' is 0"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {{"qwen3moe.expert_used_count", Value::u32(9)}})
+                .find("metadata key 'qwen3moe.expert_used_count' is 9: it must be between 1 and 8"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {}, "blk.0.ffn_down_exps.weight").find("missing tensor 'blk.0.ffn_down_exps.weight'"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {}, "", "blk.0.ffn_up_exps.weight")
+                .find("tensor 'blk.0.ffn_up_exps.weight' has shape [64, 32, 4], expected [64, 32, 8]"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {}, "", "blk.0.ffn_gate_inp.weight")
+                .find("tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 4], expected [64, 8]"),
+            std::string::npos);
+  EXPECT_NE(load_error("qwen3moe", {{"qwen3moe.expert_feed_forward_length", Value::u32(64)}}, "", "")
+                .find("tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 32, 8], expected [64, 64, 8]"),
+            std::string::npos);
   EXPECT_NE(load_error("llama", {{"general.architecture", Value::str("gemma3n")}}).find("unsupported architecture 'gemma3n'"),
             std::string::npos);
 }

@@ -157,7 +157,7 @@ TEST(ModelBatchInvariance, Qwen2Q8_0) { check_model("../shared/models/synth-qwen
 // quantise.
 // gemma2 and gemma3 keep enough blocks for a global layer after local ones (gemma2: 2,
 // gemma3: 6) and a window of 8, below most of the prompts' lengths.
-void check_synth(const std::string& shape, int layers = 1, int window = 0) {
+void check_synth(const std::string& shape, int layers = 1, int window = 0, const std::string& type = "Q4_K_M") {
   const std::string out =
       (std::filesystem::temp_directory_path() / ("pdserve-test-bi-" + shape + "-" + std::to_string(getpid()) + ".gguf")).string();
   auto spec = model::builtin_shape(shape);
@@ -166,7 +166,7 @@ void check_synth(const std::string& shape, int layers = 1, int window = 0) {
   if (window > 0) spec.value().sliding_window = window;
   spec.value().n_vocab = 512;
   model::SynthOptions opt;
-  opt.type = "Q4_K_M";
+  opt.type = type;
   ASSERT_TRUE(model::synth_model(spec.value(), opt, out).ok());
   check_model(out);
   std::filesystem::remove(out);
@@ -176,6 +176,28 @@ TEST(ModelBatchInvariance, Qwen3Q4_K_M) { check_synth("qwen3-0.6b"); }
 TEST(ModelBatchInvariance, Phi3Q4_K_M) { check_synth("phi-3.5-mini"); }
 TEST(ModelBatchInvariance, Gemma2Q4_K_M) { check_synth("gemma-2-2b", 2, 8); }
 TEST(ModelBatchInvariance, Gemma3Q4_K_M) { check_synth("gemma-3-1b", 6, 8); }
+// qwen3moe (8 experts, 2 per token): the batch's tokens grouped by expert, one matmul per
+// expert over its tokens, must leave each token's bits as they are alone (Q4_K_M: repacked
+// Q4_K gate/up experts, Q6_K/Q4_K down; F16 and Q8_0 too).
+TEST(ModelBatchInvariance, Qwen3MoeQ4_K_M) { check_synth("qwen3-30b-a3b"); }
+TEST(ModelBatchInvariance, Qwen3MoeQ8_0) { check_synth("qwen3-30b-a3b", 1, 0, "Q8_0"); }
+TEST(ModelBatchInvariance, Qwen3MoeF16) { check_synth("qwen3-30b-a3b", 1, 0, "F16"); }
+// Mixtral (llama with 8 experts, 2 per token), experts scaled to 512 rows (as the reference test).
+void check_mixtral(const std::string& type) {
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pdserve-test-bi-mixtral-" + std::to_string(getpid()) + ".gguf")).string();
+  auto spec = model::builtin_shape("mixtral-8x7b");
+  ASSERT_TRUE(spec.ok());
+  spec.value().n_layer = 1;
+  spec.value().n_ff = 512;
+  spec.value().n_vocab = 512;
+  model::SynthOptions opt;
+  opt.type = type;
+  ASSERT_TRUE(model::synth_model(spec.value(), opt, out).ok());
+  check_model(out);
+  std::filesystem::remove(out);
+}
+TEST(ModelBatchInvariance, MixtralQ4_K_M) { check_mixtral("Q4_K_M"); }
 
 }  // namespace
 }  // namespace pdserve

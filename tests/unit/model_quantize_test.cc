@@ -153,6 +153,29 @@ TEST(ModelQuantize, KQuantFallbacksForRowsNotAMultipleOf256) {
   EXPECT_EQ(model::quantized_tensor_type(plan("IQ4_XS"), "blk.5.ffn_up.weight", {100, 64}, 24, true), gguf::GgmlType::F16);
 }
 
+// Mixture of experts (llama-quantize's llama_tensor_get_type): the router ffn_gate_inp is
+// never quantised; with exactly 8 experts (Mixtral) attn_k and attn_v go to Q8_0 and, for
+// the low-bit mixes, attn_output to Q5_K; 3-D expert stacks take the rules of their names.
+TEST(ModelQuantize, MixtureOfExpertsRules) {
+  const auto plan = [](const char* t) { return model::parse_quantize_type(t).value(); };
+  const std::vector<int64_t> sq = {4096, 4096}, kv = {4096, 1024}, exps = {4096, 512, 8};
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.0.ffn_gate_inp.weight", {4096, 8}, 32, true, 4, 8), gguf::GgmlType::F32);
+  EXPECT_EQ(model::quantized_tensor_type(plan("F16"), "blk.0.ffn_gate_inp.weight", {4096, 8}, 32, true, 4, 8), gguf::GgmlType::F32);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_k.weight", kv, 32, true, 4, 8), gguf::GgmlType::Q8_0);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_v.weight", kv, 32, true, 4, 8), gguf::GgmlType::Q8_0);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_0"), "blk.5.attn_v.weight", kv, 32, true, 4, 8), gguf::GgmlType::Q8_0);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_output.weight", sq, 32, true, 4, 8), gguf::GgmlType::Q5_K);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q5_K_M"), "blk.5.attn_output.weight", sq, 32, true, 4, 8), gguf::GgmlType::Q5_K);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_q.weight", sq, 32, true, 4, 8), gguf::GgmlType::Q4_K);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.0.ffn_down_exps.weight", {512, 4096, 8}, 32, true, 4, 8),
+            gguf::GgmlType::Q6_K);  // use_more_bits(0, 32)
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.ffn_up_exps.weight", exps, 32, true, 4, 8), gguf::GgmlType::Q4_K);
+  // Not 8 experts (or dense): no bump.
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_k.weight", kv, 32, true, 4, 16), gguf::GgmlType::Q4_K);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_k.weight", kv, 32, true, 4), gguf::GgmlType::Q4_K);
+  EXPECT_EQ(model::quantized_tensor_type(plan("Q4_K_M"), "blk.5.attn_output.weight", sq, 32, true, 4), gguf::GgmlType::Q4_K);
+}
+
 TEST(ModelQuantize, UnknownTypeIsAnError) {
   auto s = model::quantize_file("../shared/models/synth-llama-small-f16.gguf", tmp("x.gguf"), "Q3_X");
   ASSERT_FALSE(s.ok());

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
@@ -112,6 +113,45 @@ TEST(ModelSynth, TinyShapesLoadAndGiveFiniteLogits) {
   }
 }
 
+// Mixture of experts, qwen3moe and llama with experts (Mixtral's layout): the router stays
+// F32 and the stacked experts take the file's type; the forward pass runs.
+TEST(ModelSynth, TinyMoeShapesLoadAndGiveFiniteLogits) {
+  for (const char* arch : {"qwen3moe", "llama"}) {
+    for (const char* type : {"F16", "Q8_0", "Q4_K_M"}) {
+      SCOPED_TRACE(std::string(arch) + " " + type);
+      model::ShapeSpec s = tiny(arch);
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+      s.n_ff_exp = 256;
+      if (std::string(arch) == "qwen3moe") s.head_dim = 64;
+      model::SynthOptions opt;
+      opt.type = type;
+      opt.vocab_from = kVocab;
+      const std::string path = tmp_path(std::string("moe_") + arch + "_" + type);
+      auto rep = model::synth_model(s, opt, path);
+      ASSERT_TRUE(rep.ok()) << rep.error();
+      {
+        auto f = gguf::GgufFile::open(path);
+        ASSERT_TRUE(f.ok());
+        const gguf::TensorInfo* gi = f.value()->find_tensor("blk.0.ffn_gate_inp.weight");
+        ASSERT_TRUE(gi);
+        EXPECT_EQ(gi->type, gguf::GgmlType::F32);
+        const gguf::TensorInfo* up = f.value()->find_tensor("blk.0.ffn_up_exps.weight");
+        ASSERT_TRUE(up);
+        const int64_t rows = std::string(arch) == "qwen3moe" ? 256 : s.n_ff;
+        EXPECT_EQ(up->dims, (std::vector<int64_t>{256, rows, 4}));
+        EXPECT_EQ(f.value()->find_tensor("blk.0.ffn_up.weight"), nullptr);
+      }
+      forward_finite(path, s, 512);
+      auto m = model::Model::load(path);
+      ASSERT_TRUE(m.ok());
+      EXPECT_EQ(m.value()->config().n_expert, 4);
+      EXPECT_EQ(m.value()->config().n_ff_exp, std::string(arch) == "qwen3moe" ? 256 : s.n_ff);
+      std::remove(path.c_str());
+    }
+  }
+}
+
 TEST(ModelSynth, SameSeedSameFile) {
   const model::ShapeSpec s = tiny("llama");
   model::SynthOptions opt;
@@ -153,6 +193,17 @@ TEST(ModelSynth, BuiltinShapes) {
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q.value().arch, "qwen2");
   EXPECT_EQ(q.value().n_embd, 896);
+  auto moe = model::builtin_shape("qwen3-30b-a3b");
+  ASSERT_TRUE(moe.ok());
+  EXPECT_EQ(moe.value().arch, "qwen3moe");
+  EXPECT_EQ(moe.value().n_embd, 2048);
+  EXPECT_EQ(moe.value().n_layer, 48);
+  EXPECT_EQ(moe.value().n_head, 32);
+  EXPECT_EQ(moe.value().n_head_kv, 4);
+  EXPECT_EQ(moe.value().head_dim, 128);
+  EXPECT_EQ(moe.value().n_ff_exp, 768);
+  EXPECT_EQ(moe.value().n_expert, 8);  // scaled down from 128 (see synth.cc)
+  EXPECT_EQ(moe.value().n_expert_used, 2);
   EXPECT_FALSE(model::builtin_shape("gpt-5").ok());
 }
 
