@@ -96,15 +96,22 @@ void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
 int run_calibrate(CalibrateArgs& a) {
   try {
     planner::Profile p = planner::load_profile(a.profile);
-    const std::string url = a.url + "/engine/steps?since=" + std::to_string(a.since);
+    std::string base = a.url;
+    while (!base.empty() && base.back() == '/') base.pop_back();  // http://H:P/ as bench takes it
+    const std::string url = base + "/engine/steps?since=" + std::to_string(a.since);
     auto body = planner::http_get(url, 10.0);
     if (!body.ok()) throw std::runtime_error(body.error());
-    const auto steps = planner::parse_engine_steps(body.value(), p, a.url + "/engine/steps");
+    const auto steps = planner::parse_engine_steps(body.value(), p, base + "/engine/steps");
     const planner::CalibrationResult r = planner::calibrate_profile(p, steps, a.min_steps);
-    std::fprintf(stderr,
-                 "calibrate: %d decode steps (scale %.3f), %d prefill steps (scale %.3f), %d mixed steps not used; "
-                 "last step %llu\n",
-                 r.decode_steps, r.decode_scale, r.prefill_steps, r.prefill_scale, r.mixed_steps,
+    auto scale = [&](bool fitted, double x) {
+      char b[96];
+      if (fitted) std::snprintf(b, sizeof(b), "scale %.3f", x);
+      else std::snprintf(b, sizeof(b), "fewer than --min-steps %d: not scaled", a.min_steps);
+      return std::string(b);
+    };
+    std::fprintf(stderr, "calibrate: %d decode steps (%s), %d prefill steps (%s), %d mixed steps not used; last step %llu\n",
+                 r.decode_steps, scale(r.decode_scale_fitted, r.decode_scale).c_str(), r.prefill_steps,
+                 scale(r.prefill_scale_fitted, r.prefill_scale).c_str(), r.mixed_steps,
                  static_cast<unsigned long long>(r.last_seq));
     const std::string text = planner::profile_to_json(p);
     if (a.output.empty() || a.output == "-") {

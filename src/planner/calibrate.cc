@@ -32,21 +32,26 @@ CalibrationResult calibrate_profile(Profile& p, const std::vector<engine::StepSa
   if (r.decode_steps + r.prefill_steps == 0)
     throw std::runtime_error("calibrate: no decode-only or prefill-only step to calibrate with (" +
                              std::to_string(steps.size()) + " steps, " + std::to_string(r.mixed_steps) + " mixed)");
-  if (r.decode_steps >= min_steps && decode_predicted > 0) r.decode_scale = decode_actual / decode_predicted;
+  if (r.decode_steps >= min_steps && decode_predicted > 0) {
+    r.decode_scale = decode_actual / decode_predicted;
+    r.decode_scale_fitted = true;
+  }
   if (r.prefill_steps >= min_steps && !prefill_ratios.empty()) {
     const size_t n = prefill_ratios.size();
     std::nth_element(prefill_ratios.begin(), prefill_ratios.begin() + n / 2, prefill_ratios.end());
     double median = prefill_ratios[n / 2];
     if (n % 2 == 0) median = (median + *std::max_element(prefill_ratios.begin(), prefill_ratios.begin() + n / 2)) / 2;
     r.prefill_scale = median;
+    r.prefill_scale_fitted = true;
   }
   for (DecodePoint& d : p.decode) d.step_seconds *= r.decode_scale;
   for (PrefillPoint& x : p.prefill) x.seconds *= r.prefill_scale;
   p.reset_tables();
   p.calibration.decode_scale *= r.decode_scale;
   p.calibration.prefill_scale *= r.prefill_scale;
-  p.calibration.decode_steps += r.decode_steps;
-  p.calibration.prefill_steps += r.prefill_steps;
+  // Only the steps of a kind whose scale was fitted count as calibration.
+  if (r.decode_scale_fitted) p.calibration.decode_steps += r.decode_steps;
+  if (r.prefill_scale_fitted) p.calibration.prefill_steps += r.prefill_steps;
   return r;
 }
 

@@ -26,6 +26,7 @@ namespace pdserve::planner {
 struct CalibrationResult {
   int decode_steps = 0, prefill_steps = 0, mixed_steps = 0;  // steps seen, by kind
   double decode_scale = 1, prefill_scale = 1;                // applied (1: too few steps)
+  bool decode_scale_fitted = false, prefill_scale_fitted = false;  // false: fewer than min_steps
   uint64_t last_seq = 0;                                     // the newest step used (for ?since=)
 };
 

@@ -44,7 +44,11 @@ Result<std::string> http_get(const std::string& url, double timeout_s) {
   c.set_connection_timeout(secs, usecs);
   c.set_read_timeout(secs, usecs);
   auto res = c.Get(path);
-  if (!res) return Status::Unavailable("GET " + url + ": " + httplib::to_string(res.error()));
+  if (!res) {
+    std::string why = httplib::to_string(res.error());
+    if (res.error() == httplib::Error::Connection) why += " (nothing answers at " + hostport + ", or the host is unknown)";
+    return Status::Unavailable("GET " + url + ": " + why);
+  }
   if (res->status != 200) return Status::Unavailable("GET " + url + ": HTTP " + std::to_string(res->status));
   return res->body;
 }

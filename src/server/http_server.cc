@@ -269,12 +269,19 @@ void HttpServer::Impl::setup_routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/engine/steps", [this](const httplib::Request& req, httplib::Response& res) {
+    if (engine.kv_layout().n_layers == 0) {  // a router: it runs no model
+      ApiError err = route_not_found(req.method, req.path);
+      err.message = "This server runs no model (a router): its workers' --metrics-port serve /engine/steps.";
+      send_error(res, err);
+      return;
+    }
     uint64_t since = 0;
     if (req.has_param("since")) {
       const std::string v = req.get_param_value("since");
       char* end = nullptr;
+      errno = 0;
       since = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || v[0] == '-') {
+      if (v.empty() || *end != '\0' || v[0] == '-' || errno == ERANGE) {
         send_error(res, bad_request("since must be a step number (a non-negative integer), got \"" + v + "\".", "since"));
         return;
       }

@@ -195,6 +195,9 @@ TEST(Metrics, EngineStepsDescribeWhatEachStepRan) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(json::parse(bad->body)["error"]["param"], "since");
+  auto past = c.Get("/engine/steps?since=18446744073709551616");  // 2^64: not a step number
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->status, 400);
 
   auto m = scrape(srv);
   EXPECT_EQ(m["pdserve_engine_step_seconds_count{kind=\"prefill\"}"], 1);

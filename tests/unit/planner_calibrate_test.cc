@@ -93,6 +93,9 @@ TEST(PlannerCalibrate, TooFewStepsOfAKindLeaveItsScaleAlone) {
   EXPECT_DOUBLE_EQ(r.decode_scale, 1);
   EXPECT_DOUBLE_EQ(r.prefill_scale, 1);
   EXPECT_DOUBLE_EQ(p.decode_step_seconds(1, 32), d);
+  EXPECT_FALSE(r.decode_scale_fitted);
+  EXPECT_FALSE(r.prefill_scale_fitted);
+  EXPECT_FALSE(p.calibration.calibrated());  // steps that scaled nothing are not counted
   engine::StepSample mixed = decode(3, 1, 32, 0.1);
   mixed.chunks = {{16, 0}};
   EXPECT_THROW(calibrate_profile(p, {mixed}), std::runtime_error);

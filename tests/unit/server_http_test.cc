@@ -188,6 +188,15 @@ TEST(ServerHttp, HealthAndModels) {
   expect_api_error(c.Get("/v1/models/other"), 404, "model", "does not exist");
 }
 
+// GET /engine/steps of an engine that runs no model (the router; the fake here has no KV
+// layout either): a 404 that says where the steps are, not an empty layout that
+// `pdserve calibrate` would then refuse with a confusing mismatch.
+TEST(ServerHttp, EngineStepsOfAServerWithoutAModelIs404) {
+  TestServer s;
+  auto c = s.client();
+  expect_api_error(c.Get("/engine/steps"), 404, "", "runs no model (a router)");
+}
+
 // ---- /v1/completions -----------------------------------------------------------------------
 
 TEST(ServerHttp, CompletionJson) {
