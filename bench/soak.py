@@ -268,6 +268,8 @@ def request(port, shape, rnd, n=None, stream=None):
             return ("server_timeout" if b"request-timeout" in err else f"http_{r.status}"), texts, finish
         if not body["stream"]:
             j = json.loads(r.read())
+            if "error" in j:  # an error after the 200 was sent (the keep-alive spaces of a long request)
+                return ("server_timeout" if "request-timeout" in json.dumps(j) else "error"), texts, finish
             for ch in j["choices"]:
                 texts[ch["index"]] = ch["message"]["content"] if shape.chat else ch["text"]
                 finish[ch["index"]] = ch["finish_reason"]
@@ -345,7 +347,11 @@ class Soak:
                 self.in_flight += 1
             try:
                 shape = Shape(rnd)
-                out, texts, finish = request(port, shape, rnd)
+                try:
+                    out, texts, finish = request(port, shape, rnd)
+                except Exception as e:  # an answer of an unexpected shape: counted, the client goes on
+                    out, texts, finish = "error", {}, {}
+                    print(f"  client {cid}: {e!r} on {json.dumps(shape.body())}", flush=True)
                 if out == "ok":
                     ref = self.refs.get(shape.key())
                     choices = range(shape.n) if not shape.seeded else [0]
@@ -439,12 +445,19 @@ def main():
     ap.add_argument("--out", help="write the report (markdown) here too")
     ap.add_argument("--log-dir", default="/tmp/pdserve-soak")
     a = ap.parse_args()
+
+    def interrupted(signum, frame):  # SIGTERM (and SIGINT, ignored in a background job) stop the servers too
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     os.makedirs(a.log_dir, exist_ok=True)
     procs, port, engines, decodes = start_cluster(a, a.log_dir)
     for p in procs:
         p.start()
     soak = Soak(a)
     rows, ok = [], True
+    clients_alive = 0
     try:
         for p in procs:
             p.wait_ready()
@@ -494,7 +507,8 @@ def main():
             soak.pause.clear()
             rows.append((minute, counts, used, usage))
             held = {k: v for k, v in used.items() if v != 0}
-            print(f"min {minute}: {counts} idle blocks {used} " +
+            clients_alive = sum(t.is_alive() for t in threads)
+            print(f"min {minute}: {counts} idle blocks {used} clients {clients_alive}/{len(threads)} " +
                   " ".join(f"{n}={u['rss']:.1f}MiB/heap {fmt_mib(u['heap'])}MiB/{u['fds']}fd/{u['threads']}thr"
                            for n, u in usage.items() if u), flush=True)
             if held:
@@ -529,6 +543,7 @@ def main():
     lines.append("")
     for p in procs:
         lines.append(growth_line(p, rows, a.warmup_minutes))
+    lines.append(f"- client threads alive at the last minute: {clients_alive} of {a.clients}")
     lines.append(f"- wrong outputs: {wrong}; idle checks with blocks held: "
                  f"{sum(1 for r in rows if any(v != 0 for v in r[2].values()))} of {len(rows)}")
     for ex in soak.wrong_examples:

@@ -9,7 +9,8 @@ namespace pdserve {
 
 struct HeapUsage {
   /// Bytes handed out by malloc and not freed yet: mallinfo2().uordblks (arena chunks in
-  /// use, every arena) + hblkhd (chunks served by mmap, e.g. the KV pool).
+  /// use, every arena) + hblkhd (chunks served by mmap, e.g. the KV pool). Freed chunks
+  /// parked in a thread's tcache count as in use (bounded: 7 per size class and thread).
   int64_t in_use = -1;
   /// Bytes malloc's arenas hold that no allocation uses: mallinfo2().fordblks.
   int64_t free = -1;
