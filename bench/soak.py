@@ -12,8 +12,10 @@ what a long run must keep:
   * KV blocks used when idle are 0: every minute the load pauses, in-flight requests end
     (aborted ones included), and each engine's /health must come back to
     kv_blocks_used == 0 and no request running;
-  * RSS, open file descriptors and threads of every process stay flat after warm-up
-    (reported per minute and as growth per hour, a least-squares slope from minute 2 on).
+  * RSS, the C heap in use (process_heap_bytes on /metrics: glibc mallinfo2, live
+    allocations only, so allocator slack and first-touched pages do not count), open file
+    descriptors and threads of every process stay flat after warm-up (reported per minute
+    and as growth per hour, a least-squares slope from the end of --warmup-minutes on).
 
 Request shapes, drawn at random per request: a prompt from a fixed pool, completions or
 chat, max_tokens 1-96, greedy or seeded sampling (temperature 0.8, top_p 0.95), n 1-3,
@@ -47,6 +49,47 @@ PROMPTS = [
     "The cat sat on the", "In the forest there lived", "Tim wanted to play with", "The bird flew",
     "A small boy found a box", "It was a rainy day", "The princess looked at", "Ben and his friend",
 ]
+
+
+def rss_by_kind(pid):
+    """RSS (MiB) of `pid` by kind of mapping, from /proc/PID/smaps: file (the binary,
+    libraries, mapped files), malloc (the brk heap and glibc's 64-MiB-aligned arena heaps),
+    stacks (thread stacks: anonymous mappings right after a 4-KiB guard page), anon (the
+    rest: mmap-served allocations such as the KV pool, other anonymous memory)."""
+    vmas, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            if not parts[0].endswith(":") and "-" in parts[0]:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                cur = {"lo": lo, "hi": hi, "perms": parts[1], "path": " ".join(parts[5:]), "rss": 0}
+                vmas.append(cur)
+            elif parts[0] == "Rss:" and cur is not None:
+                cur["rss"] = int(parts[1])
+    out = {"file": 0, "malloc": 0, "stacks": 0, "anon": 0}
+
+    def guard(v):
+        return v is not None and v["perms"].startswith("---") and not v["path"]
+
+    for i, v in enumerate(vmas):
+        prev = vmas[i - 1] if i else None
+        nxt = vmas[i + 1] if i + 1 < len(vmas) else None
+        if v["path"] and not v["path"].startswith("["):
+            kind = "file"
+        elif v["path"] == "[heap]":
+            kind = "malloc"
+        elif v["path"]:
+            kind = "anon"  # [stack] of the main thread, [vdso], ...
+        elif v["lo"] % (64 << 20) == 0 and guard(nxt) and nxt["lo"] == v["hi"]:
+            kind = "malloc"  # a non-main arena's heap: used part, then its reserved rest
+        elif guard(prev) and prev["hi"] == v["lo"] and prev["hi"] - prev["lo"] == 4096:
+            kind = "stacks"
+        else:
+            kind = "anon"
+        out[kind] += v["rss"]
+    return {k: x / 1024 for k, x in out.items()}
 
 
 def free_port():
@@ -102,8 +145,30 @@ class Proc:
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} not ready after {timeout} s")
 
+    def heap(self):
+        """(heap in use MiB, heap free MiB) from /metrics (process_heap_bytes,
+        process_heap_free_bytes), or (None, None) when unreachable or not reported."""
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=5)
+            c.request("GET", "/metrics")
+            r = c.getresponse()
+            body = r.read().decode()
+            c.close()
+        except (OSError, UnicodeDecodeError, http.client.HTTPException):
+            return None, None
+        got = {}
+        for line in body.splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("process_heap_bytes", "process_heap_free_bytes"):
+                try:
+                    got[name] = float(value) / 2**20
+                except ValueError:
+                    pass
+        return got.get("process_heap_bytes"), got.get("process_heap_free_bytes")
+
     def usage(self):
-        """(RSS MiB, open fds, threads) of the live process, or None."""
+        """Usage of the live process, or None: a dict with rss (MiB), heap and heap_free
+        (MiB, None when /metrics does not say), fds, threads."""
         if not self.p or self.p.poll() is not None:
             return None
         try:
@@ -115,9 +180,11 @@ class Proc:
                     elif line.startswith("Threads:"):
                         threads = int(line.split()[1])
             fds = len(os.listdir(f"/proc/{self.p.pid}/fd"))
-            return rss, fds, threads
+            kinds = rss_by_kind(self.p.pid)
         except OSError:
             return None
+        heap, heap_free = self.heap()
+        return {"rss": rss, "heap": heap, "heap_free": heap_free, "fds": fds, "threads": threads, "kinds": kinds}
 
 
 def start_cluster(a, log_dir):
@@ -201,6 +268,8 @@ def request(port, shape, rnd, n=None, stream=None):
             return ("server_timeout" if b"request-timeout" in err else f"http_{r.status}"), texts, finish
         if not body["stream"]:
             j = json.loads(r.read())
+            if "error" in j:  # an error after the 200 was sent (the keep-alive spaces of a long request)
+                return ("server_timeout" if "request-timeout" in json.dumps(j) else "error"), texts, finish
             for ch in j["choices"]:
                 texts[ch["index"]] = ch["message"]["content"] if shape.chat else ch["text"]
                 finish[ch["index"]] = ch["finish_reason"]
@@ -257,15 +326,15 @@ class Soak:
         """The text of choice 0 computed alone (n = 1, not streamed); seeded choice k of a
         request uses seed + k (pdserve's rule), so only choice 0 is compared for seeded n > 1."""
         k = shape.key()
-        if k not in self.refs:
-            for _ in range(5):
-                out, texts, _ = request(port, shape, self.rnd, n=1, stream=False)
-                if out == "ok":
-                    self.refs[k] = texts[0]
-                    break
-                time.sleep(1)
-            else:
+        deadline = time.time() + 180  # a loaded machine may pass --request-timeout even alone
+        while k not in self.refs:
+            out, texts, _ = request(port, shape, self.rnd, n=1, stream=False)
+            if out == "ok":
+                self.refs[k] = texts[0]
+            elif time.time() > deadline:
                 raise RuntimeError(f"no reference answer for {k}: {out}")
+            else:
+                time.sleep(1)
         return self.refs[k]
 
     def client(self, port, cid):
@@ -278,7 +347,11 @@ class Soak:
                 self.in_flight += 1
             try:
                 shape = Shape(rnd)
-                out, texts, finish = request(port, shape, rnd)
+                try:
+                    out, texts, finish = request(port, shape, rnd)
+                except Exception as e:  # an answer of an unexpected shape: counted, the client goes on
+                    out, texts, finish = "error", {}, {}
+                    print(f"  client {cid}: {e!r} on {json.dumps(shape.body())}", flush=True)
                 if out == "ok":
                     ref = self.refs.get(shape.key())
                     choices = range(shape.n) if not shape.seeded else [0]
@@ -314,6 +387,37 @@ class Soak:
         return used
 
 
+def fmt_mib(v):
+    return "—" if v is None else f"{v:.1f}"
+
+
+def growth_line(p, rows, warmup):
+    """The summary line of process `p`: least-squares growth per hour of RSS, heap in use,
+    heap free, fds and threads over the minutes from `warmup` on (from minute 2 when the
+    run is shorter), the first and last values of that window, and RSS growth by kind of
+    mapping (rss_by_kind)."""
+    start = warmup if sum(1 for r in rows if r[0] >= warmup) >= 2 else 2
+    pts = [(m, us[p.name]) for m, _, _, us in rows if m >= start and us.get(p.name)]
+    if len(pts) < 2:
+        return f"- {p.name}: fewer than 2 samples from minute {start:g}"
+    xs = [m for m, _ in pts]
+    parts = []
+    for key, label, unit in [("rss", "RSS", " MiB"), ("heap", "heap in use", " MiB"), ("heap_free", "heap free", " MiB"),
+                             ("fds", "fds", ""), ("threads", "threads", "")]:
+        sel = [(m, u[key]) for m, u in pts if u[key] is not None]
+        if len(sel) < 2:
+            parts.append(f"{label} —")
+            continue
+        first, last = sel[0][1], sel[-1][1]
+        span = f" ({first:.1f} → {last:.1f})" if unit else f" ({first} → {last})"
+        parts.append(f"{label} {slope_per_hour([m for m, _ in sel], [v for _, v in sel]):+.1f}{unit}{span}")
+    kinds = "; RSS by kind: " + ", ".join(
+        f"{k} {slope_per_hour(xs, [u['kinds'][k] for _, u in pts]):+.1f} ({pts[0][1]['kinds'][k]:.1f} → "
+        f"{pts[-1][1]['kinds'][k]:.1f})" for k in ("file", "malloc", "stacks", "anon")) + " MiB"
+    return (f"- {p.name}: growth per hour from minute {start:g} (minutes {xs[0]}–{xs[-1]}): " + ", ".join(parts) + kinds +
+            (f" (restarted {p.restarts} times: its figures restart too)" if p.restarts else ""))
+
+
 def slope_per_hour(xs, ys):
     n = len(xs)
     if n < 2:
@@ -336,15 +440,24 @@ def main():
                     help="the servers' --request-timeout (s): the longest requests under load pass it")
     ap.add_argument("--pdserve", default=os.path.join(ROOT, "build", "pdserve"))
     ap.add_argument("--model", default=os.path.join(ROOT, "..", "shared", "models", "stories260K.gguf"))
+    ap.add_argument("--warmup-minutes", type=float, default=10,
+                    help="growth per hour is fitted from the end of this minute on (the figures before it are warm-up)")
     ap.add_argument("--out", help="write the report (markdown) here too")
     ap.add_argument("--log-dir", default="/tmp/pdserve-soak")
     a = ap.parse_args()
+
+    def interrupted(signum, frame):  # SIGTERM (and SIGINT, ignored in a background job) stop the servers too
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     os.makedirs(a.log_dir, exist_ok=True)
     procs, port, engines, decodes = start_cluster(a, a.log_dir)
     for p in procs:
         p.start()
     soak = Soak(a)
     rows, ok = [], True
+    clients_alive = 0
     try:
         for p in procs:
             p.wait_ready()
@@ -394,8 +507,10 @@ def main():
             soak.pause.clear()
             rows.append((minute, counts, used, usage))
             held = {k: v for k, v in used.items() if v != 0}
-            print(f"min {minute}: {counts} idle blocks {used} " +
-                  " ".join(f"{n}={u[0]:.0f}MiB/{u[1]}fd/{u[2]}thr" for n, u in usage.items() if u), flush=True)
+            clients_alive = sum(t.is_alive() for t in threads)
+            print(f"min {minute}: {counts} idle blocks {used} clients {clients_alive}/{len(threads)} " +
+                  " ".join(f"{n}={u['rss']:.1f}MiB/heap {fmt_mib(u['heap'])}MiB/{u['fds']}fd/{u['threads']}thr"
+                           for n, u in usage.items() if u), flush=True)
             if held:
                 ok = False
                 print(f"  blocks held or engine busy/unreachable when idle: {held}", flush=True)
@@ -412,28 +527,23 @@ def main():
              f"{os.path.basename(a.model)}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              "", "Requests by outcome per minute (then the total); idle checks and process figures at the end of each minute.",
              "", "| minute | " + " | ".join(sorted({k for r in rows for k in r[1]})) +
-             " | idle blocks used | " + " | ".join(f"{p.name} RSS MiB / fds / threads" for p in procs) + " |"]
+             " | idle blocks used | " + " | ".join(f"{p.name} RSS / heap MiB, fds, threads" for p in procs) + " |"]
     keys = sorted({k for r in rows for k in r[1]})
     lines.append("|---:|" + "---:|" * len(keys) + "---|" + "---|" * len(procs))
     prev = {}
     for minute, counts, used, usage in rows:
         delta = {k: counts.get(k, 0) - prev.get(k, 0) for k in keys}
         prev = counts
-        u = " | ".join(f"{usage[p.name][0]:.0f} / {usage[p.name][1]} / {usage[p.name][2]}" if usage[p.name] else "—"
-                       for p in procs)
+        u = " | ".join(f"{usage[p.name]['rss']:.1f} / {fmt_mib(usage[p.name]['heap'])}, {usage[p.name]['fds']}, "
+                       f"{usage[p.name]['threads']}" if usage[p.name] else "—" for p in procs)
         lines.append(f"| {minute} | " + " | ".join(str(delta[k]) for k in keys) + " | " +
                      ", ".join(f"{k} {v}" for k, v in used.items()) + f" | {u} |")
     lines.append("| total | " + " | ".join(str(final.get(k, 0)) for k in keys) + " | | " + " | ".join(
         f"restarted {p.restarts}x" if p.restarts else "" for p in procs) + " |")
     lines.append("")
     for p in procs:
-        pts = [(m, us[p.name]) for m, _, _, us in rows if m >= 2 and us.get(p.name)]
-        if len(pts) >= 2:
-            xs = [m for m, _ in pts]
-            lines.append(f"- {p.name}: growth per hour from minute 2: RSS {slope_per_hour(xs, [u[0] for _, u in pts]):+.1f} MiB, "
-                         f"fds {slope_per_hour(xs, [u[1] for _, u in pts]):+.1f}, threads "
-                         f"{slope_per_hour(xs, [u[2] for _, u in pts]):+.1f}" +
-                         (f" (restarted {p.restarts} times: its figures restart too)" if p.restarts else ""))
+        lines.append(growth_line(p, rows, a.warmup_minutes))
+    lines.append(f"- client threads alive at the last minute: {clients_alive} of {a.clients}")
     lines.append(f"- wrong outputs: {wrong}; idle checks with blocks held: "
                  f"{sum(1 for r in rows if any(v != 0 for v in r[2].values()))} of {len(rows)}")
     for ex in soak.wrong_examples:

@@ -124,8 +124,22 @@ bool GrpcKvSource::available() {
 
 void GrpcKvSource::cancel(int64_t seq_id) {
   std::lock_guard<std::mutex> lk(mu_);
-  cancelled_[seq_id] = true;
+  // Only a transfer that has not reported yet: a cancel() racing with the report (the
+  // engine has not taken the result yet) must not leave an entry behind.
+  auto c = cancelled_.find(seq_id);
+  if (c == cancelled_.end()) return;
+  c->second = true;
   if (auto it = live_.find(seq_id); it != live_.end()) it->second->TryCancel();
+}
+
+bool GrpcKvSource::is_cancelled(int64_t seq_id) const {
+  auto c = cancelled_.find(seq_id);
+  return c != cancelled_.end() && c->second;
+}
+
+size_t GrpcKvSource::transfers_tracked() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cancelled_.size();
 }
 
 void GrpcKvSource::start(engine::RemotePrefillTask task, engine::KvBlockAccess& blocks,
@@ -139,6 +153,7 @@ void GrpcKvSource::start(engine::RemotePrefillTask task, engine::KvBlockAccess& 
       ++it;
     }
   }
+  cancelled_.emplace(task.seq_id, false);  // tracked until run() reports
   auto finished = std::make_shared<std::atomic<bool>>(false);
   threads_.push_back({std::thread([this, task = std::move(task), b = &blocks, done = std::move(done), finished]() mutable {
                         run(std::move(task), b, std::move(done));
@@ -167,7 +182,7 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
                    std::chrono::milliseconds(static_cast<int64_t>(cfg_.transfer_timeout_s * 1000)));
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (cancelled_[task.seq_id] || stop_) {
+    if (is_cancelled(task.seq_id) || stop_) {
       out.cancelled = true;
       return out;
     }
@@ -213,7 +228,7 @@ GrpcKvSource::Attempt GrpcKvSource::attempt(Worker& w, const engine::RemotePrefi
   {
     std::lock_guard<std::mutex> lk(mu_);
     live_.erase(task.seq_id);
-    if (cancelled_[task.seq_id]) out.cancelled = true;
+    if (is_cancelled(task.seq_id)) out.cancelled = true;
   }
   if (!out.error.ok()) return out;
   if (!st.ok()) {

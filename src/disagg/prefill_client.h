@@ -55,6 +55,9 @@ class GrpcKvSource final : public engine::KvSource {
   void start(engine::RemotePrefillTask task, engine::KvBlockAccess& blocks,
              std::function<void(engine::RemotePrefillResult)> done) override;
   void cancel(int64_t seq_id) override;
+  /// Transfers whose cancellation flag is kept: started and not yet reported. 0 when no
+  /// transfer runs (a cancel() after the report keeps nothing); for leak checks.
+  size_t transfers_tracked() const;
 
  private:
   struct Worker {
@@ -73,6 +76,8 @@ class GrpcKvSource final : public engine::KvSource {
   void run(engine::RemotePrefillTask task, engine::KvBlockAccess* blocks,
            std::function<void(engine::RemotePrefillResult)> done);
   Attempt attempt(Worker& w, const engine::RemotePrefillTask& task, engine::KvBlockAccess& blocks);
+  /// cancel() was called for the running transfer `seq_id` (caller holds mu_).
+  bool is_cancelled(int64_t seq_id) const;
 
   KvSourceConfig cfg_;
   std::shared_ptr<engine::TransferMetrics> metrics_;
@@ -80,11 +85,11 @@ class GrpcKvSource final : public engine::KvSource {
   std::vector<std::unique_ptr<Worker>> workers_;  // grows only (guarded by workers_mu_)
   std::atomic<size_t> rr_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::map<int64_t, grpc::ClientContext*> live_;  // seq id → its current call
-  std::map<int64_t, bool> cancelled_;
+  std::map<int64_t, bool> cancelled_;  // seq id → cancel() called; from start() until run() reports
   struct Transfer {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;

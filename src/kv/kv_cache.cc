@@ -26,6 +26,10 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   for (int l = 0; l < shape.n_layers; ++l) {
     k_.emplace_back(new uint8_t[layer_bytes]);
     v_.emplace_back(new uint8_t[layer_bytes]);
+    // Zeroed once here, as llama.cpp clears its KV buffer at init: every page is resident
+    // from the start, so RSS does not climb as blocks are first used (a soak reads RSS).
+    std::memset(k_.back().get(), 0, static_cast<size_t>(layer_bytes));
+    std::memset(v_.back().get(), 0, static_cast<size_t>(layer_bytes));
     kernels::KvLayerView view;
     view.k = k_.back().get();
     view.v = v_.back().get();

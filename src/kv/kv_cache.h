@@ -33,7 +33,7 @@ const char* kv_dtype_name(kernels::KvDtype d);
 
 class KvCache {
  public:
-  /// Allocates (uninitialised) storage for `shape`.
+  /// Allocates storage for `shape` and zeroes it (so every page is resident from the start).
   explicit KvCache(const KvCacheShape& shape);
   const KvCacheShape& shape() const { return shape_; }
   /// Copies block `src`'s K and V into block `dst` in every layer (copy-on-write of a
@@ -47,7 +47,7 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
-  std::vector<std::unique_ptr<uint8_t[]>> k_, v_;  // uninitialised: every slot is written before it is read
+  std::vector<std::unique_ptr<uint8_t[]>> k_, v_;  // zeroed at construction (every slot is written before it is read)
   std::vector<kernels::KvLayerView> views_;
 };
 

@@ -265,7 +265,7 @@ void HttpServer::Impl::setup_routes() {
     send_json(res, down || !not_ready.empty() ? 503 : 200, health_json(engine.stats(), down, not_ready));
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus_text(engine.metrics(), engine.model_name()) + gw->metrics_text(),
+    res.set_content(prometheus_text(engine.metrics(), engine.model_name()) + process_metrics_text() + gw->metrics_text(),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/engine/steps", [this](const httplib::Request& req, httplib::Response& res) {

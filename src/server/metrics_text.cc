@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/heap_usage.h"
 #include "base/prometheus_format.h"
 
 namespace pdserve::server {
@@ -186,6 +187,19 @@ std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string&
               &engine::ClassTraffic::attained);
   }
   return w.str();
+}
+
+std::string process_metrics_text() {
+  const HeapUsage h = heap_usage();
+  if (h.in_use < 0) return {};
+  std::ostringstream out;
+  out << "# HELP process_heap_bytes C heap in use: bytes malloc has handed out and not had back (glibc mallinfo2 "
+         "uordblks + hblkhd).\n# TYPE process_heap_bytes gauge\nprocess_heap_bytes "
+      << num(static_cast<double>(h.in_use)) << "\n";
+  out << "# HELP process_heap_free_bytes Bytes malloc's arenas hold that no allocation uses (glibc mallinfo2 "
+         "fordblks).\n# TYPE process_heap_free_bytes gauge\nprocess_heap_free_bytes "
+      << num(static_cast<double>(h.free)) << "\n";
+  return out.str();
 }
 
 }  // namespace pdserve::server

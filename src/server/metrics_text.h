@@ -15,4 +15,10 @@ namespace pdserve::server {
 /// time_per_output_token_seconds, e2e_request_latency_seconds, request_queue_time_seconds).
 std::string prometheus_text(const engine::MetricsSnapshot& m, const std::string& model_name);
 
+/// The process's own gauges (no model_name label; base/heap_usage.h): process_heap_bytes,
+/// the C heap in use (malloc's live allocations, mmap-served ones such as the KV pool
+/// included), and process_heap_free_bytes, what malloc's arenas hold unused. Empty where
+/// the C library cannot tell.
+std::string process_metrics_text();
+
 }  // namespace pdserve::server

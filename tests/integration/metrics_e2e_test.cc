@@ -1,6 +1,7 @@
 // /metrics of `pdserve serve` (Prometheus text) against what the API returned: prefix
 // cache hits on a warm pass, token counters equal to the summed usage, one success count
-// per HTTP request, preemptions under a tiny pool, and KV blocks back after a disconnect.
+// per HTTP request, preemptions under a tiny pool, KV blocks back after a disconnect, and
+// the process heap gauge at least the KV pool.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -50,6 +51,9 @@ TEST(Metrics, CountersMatchUsageAndWarmPassHitsTheCache) {
   auto m0 = scrape(srv);
   EXPECT_EQ(m0["pdserve_kv_blocks_used"], 0);
   EXPECT_GT(m0["pdserve_kv_blocks_total"], 0);
+  // The process's C heap holds at least the KV pool (allocated with new[]).
+  EXPECT_GE(m0["process_heap_bytes"], m0["pdserve_kv_bytes_total"]);
+  EXPECT_GT(m0["pdserve_kv_bytes_total"], 0);
 
   int64_t prompt = 0, completion = 0, cached = 0;
   int http_requests = 0;

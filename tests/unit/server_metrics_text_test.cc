@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/prometheus.h"
+
 #include "engine/metrics.h"
 #include "server/metrics_text.h"
 
@@ -23,6 +25,27 @@ TEST(ServerMetricsText, NumbersInShortestRoundTripForm) {
   const size_t at = text.find(sum_key);
   ASSERT_NE(at, std::string::npos) << text;
   EXPECT_EQ(std::strtod(text.c_str() + at + sum_key.size(), nullptr), 0.1 + 0.2);  // exact round trip
+}
+
+/// process_heap_bytes of process_metrics_text() (-1 when absent).
+double heap_bytes() {
+  for (const auto& s : testing::parse_prometheus_text(server::process_metrics_text()))
+    if (s.name == "process_heap_bytes") return s.value;
+  return -1;
+}
+
+TEST(ServerMetricsText, ProcessHeapBytesFollowsAllocations) {
+  const double before = heap_bytes();
+  ASSERT_GT(before, 0) << server::process_metrics_text();
+  constexpr size_t kBytes = 64 << 20;
+  void* volatile p = std::malloc(kBytes);  // volatile: the allocation is not elided
+  ASSERT_NE(p, nullptr);
+  const double during = heap_bytes();
+  std::free(p);
+  const double after = heap_bytes();
+  EXPECT_GE(during - before, static_cast<double>(kBytes));
+  EXPECT_LT(after, during - static_cast<double>(kBytes) / 2);
+  EXPECT_NE(server::process_metrics_text().find("process_heap_free_bytes "), std::string::npos);
 }
 
 }  // namespace
