@@ -13,6 +13,24 @@
 
 namespace pdserve::cli {
 
+namespace {
+
+/// Writes `p` as JSON to `output` ("" or "-": stdout). True when written to a file; throws
+/// std::runtime_error when the file cannot be written.
+bool write_profile(const planner::Profile& p, const std::string& output) {
+  const std::string text = planner::profile_to_json(p);
+  if (output.empty() || output == "-") {
+    std::fputs(text.c_str(), stdout);
+    return false;
+  }
+  std::ofstream f(output, std::ios::binary);
+  f << text;
+  if (!f.flush()) throw std::runtime_error("cannot write " + output);
+  return true;
+}
+
+}  // namespace
+
 void add_profile_command(CLI::App& app, ProfileArgs& a) {
   CLI::App* cmd = app.add_subcommand("profile", "measure the engine's prefill / decode / KV-transfer times into a JSON profile");
   engine::EngineConfig& e = a.opts.engine;
@@ -61,19 +79,9 @@ int run_profile(ProfileArgs& a) {
   o.progress = [](const std::string& s) { std::fprintf(stderr, "profile: %s\n", s.c_str()); };
   try {
     planner::Profile p = planner::measure_profile(o);
-    const std::string text = planner::profile_to_json(p);
-    if (a.output.empty() || a.output == "-") {
-      std::fputs(text.c_str(), stdout);
-    } else {
-      std::ofstream f(a.output, std::ios::binary);
-      f << text;
-      if (!f.flush()) {
-        std::fprintf(stderr, "error: cannot write %s\n", a.output.c_str());
-        return 1;
-      }
+    if (write_profile(p, a.output))
       std::fprintf(stderr, "profile: wrote %s (%zu prefill, %zu decode, %zu transfer points)\n", a.output.c_str(),
                    p.prefill.size(), p.decode.size(), p.transfer.size());
-    }
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());
     return 1;
@@ -113,14 +121,7 @@ int run_calibrate(CalibrateArgs& a) {
                  r.decode_steps, scale(r.decode_scale_fitted, r.decode_scale).c_str(), r.prefill_steps,
                  scale(r.prefill_scale_fitted, r.prefill_scale).c_str(), r.mixed_steps,
                  static_cast<unsigned long long>(r.last_seq));
-    const std::string text = planner::profile_to_json(p);
-    if (a.output.empty() || a.output == "-") {
-      std::fputs(text.c_str(), stdout);
-    } else {
-      std::ofstream f(a.output, std::ios::binary);
-      f << text;
-      if (!f.flush()) throw std::runtime_error("cannot write " + a.output);
-    }
+    write_profile(p, a.output);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "error: %s\n", ex.what());
     return 1;
