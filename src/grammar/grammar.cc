@@ -29,10 +29,9 @@ void Grammar::add_alt(int32_t rule, const std::vector<Element>& seq) {
 }
 
 Element Grammar::bytes(const ByteSet& set) {
-  for (size_t i = 0; i < sets.size(); ++i)
-    if (sets[i] == set) return {Element::kBytes, static_cast<int32_t>(i)};
-  sets.push_back(set);
-  return {Element::kBytes, static_cast<int32_t>(sets.size() - 1)};
+  auto [it, fresh] = set_index.try_emplace(set, static_cast<int32_t>(sets.size()));
+  if (fresh) sets.push_back(set);
+  return {Element::kBytes, it->second};
 }
 
 Element Grammar::byte(uint8_t b) {
@@ -252,6 +251,11 @@ Element codepoint_class(Grammar& g, std::vector<CodepointRange> ranges, bool neg
     if (r.lo < 0xD800) clean.push_back({r.lo, 0xD7FF});
     if (r.hi > 0xDFFF) clean.push_back({0xE000, r.hi});
   }
+  std::string key;  // a class with multi-byte characters becomes a rule: built once per grammar
+  if (!clean.empty() && clean.back().hi >= 0x80) {
+    key.assign(reinterpret_cast<const char*>(clean.data()), clean.size() * sizeof(CodepointRange));
+    if (auto it = g.class_index.find(key); it != g.class_index.end()) return it->second;
+  }
   ByteSet ascii;
   bool any_ascii = false, multi = false;
   std::vector<ByteRanges> seqs;
@@ -267,6 +271,7 @@ Element codepoint_class(Grammar& g, std::vector<CodepointRange> ranges, bool neg
   }
   if (!multi) return g.bytes(ascii);  // possibly empty: matches nothing
   const int32_t rule = g.new_rule("char");
+  g.class_index.emplace(std::move(key), Element{Element::kRule, rule});
   if (any_ascii) g.add_alt(rule, {g.bytes(ascii)});
   // Merge sequences that share all but their last byte range into one alternative.
   for (const ByteRanges& s : seqs) {

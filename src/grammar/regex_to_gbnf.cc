@@ -328,7 +328,8 @@ class RegexParser {
     if (c == '[') return bracket(out);
     if (c == '.') {
       ++pos_;
-      out = class_expr(normalize({{'\n', '\n'}}, true));
+      if (dot_.empty()) dot_ = class_expr(normalize({{'\n', '\n'}}, true));  // built once: a long run of '.' is common
+      out = dot_;
       return true;
     }
     if (c == '^' || c == '$') return fail("anchors are only supported at the start (^) and end ($)");
@@ -354,6 +355,7 @@ class RegexParser {
   bool json_;
   size_t pos_ = 0;
   std::string err_;
+  std::string dot_;  // the GBNF of '.'
 };
 
 }  // namespace
