@@ -24,7 +24,8 @@
 #   flock /work/bench.lock bench/machine_limits.sh build /tmp/limits tput
 # Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K"), SHAPE (tinyllama-1.1b),
 #   CTX_TYPE (Q4_0: the type of the ctx phase), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
-#   PEER (../shared/tools/peer.sh).
+#   PEER (../shared/tools/peer.sh), SYNTH_ARGS (extra `pdserve synth` flags, e.g. "--layers 8 --ff 512"
+#   for a scaled-down mixture-of-experts shape).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: bench/machine_limits.sh BUILD OUTDIR [PHASE ...]}
@@ -37,6 +38,7 @@ ctx_type=${CTX_TYPE:-Q4_0}
 ttft_type=${TTFT_TYPE:-Q4_0}
 ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
+read -r -a synth_args <<< "${SYNTH_ARGS:-}"
 pds="$build/pdserve"
 mkdir -p "$out/logs"
 model() { echo "$out/$shape-$1.gguf"; }
@@ -45,7 +47,7 @@ stamp() { echo "# $(date -u '+%F %T') UTC, load average $(cut -d' ' -f1-3 /proc/
 
 phase_models() {
   for t in $types; do
-    [ -s "$(model "$t")" ] || nice -n 19 "$pds" synth --shape "$shape" --type "$t" \
+    [ -s "$(model "$t")" ] || nice -n 19 "$pds" synth --shape "$shape" --type "$t" "${synth_args[@]}" \
         --vocab-from ../shared/models/synth-llama-small-f16.gguf -o "$(model "$t")" >/dev/null
   done
 }
