@@ -18,6 +18,9 @@ shift || true
 JOBS="${JOBS:-$(nproc)}"
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Hash paths relative to the checkout and not the build folder: another clone reuses the cache
+# (the Makefile sets the same).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 case "$KIND" in
   address)
     BUILD="${SANITIZE_BUILD:-build-asan}"

@@ -15,10 +15,16 @@
 namespace pdserve::fuzz {
 
 /// ../shared next to the repository (models, vocabularies, templates): PDS_SHARED_DIR
-/// from the environment, else the path CMake compiled in.
+/// from the environment, else found from this binary's path (REPO/BUILD/fuzz/fuzz_NAME ->
+/// REPO/../shared; no build-tree path is compiled in, so a compiler cache can serve the
+/// object to another checkout).
 inline std::string shared_path(const std::string& rel) {
-  const char* env = std::getenv("PDS_SHARED_DIR");
-  return std::string(env ? env : PDS_SHARED_DIR) + "/" + rel;
+  if (const char* env = std::getenv("PDS_SHARED_DIR"); env != nullptr && *env != '\0') return std::string(env) + "/" + rel;
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string dir = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("./build-fuzz/fuzz/x");
+  for (int up = 0; up < 3; ++up) dir = dir.substr(0, dir.rfind('/'));  // fuzz_NAME, fuzz/, BUILD/
+  return dir + "/../shared/" + rel;
 }
 
 /// A fuzz target's invariant: prints `what` and aborts (libFuzzer saves the input).

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -30,7 +31,7 @@ struct BenchRun {
 
 BenchRun run(const std::string& args) {
   BenchRun r;
-  const std::string cmd = std::string(PDSERVE_BIN) + " bench " + args + " 2>/dev/null";
+  const std::string cmd = testing::pdserve_bin() + " bench " + args + " 2>/dev/null";
   const auto t0 = std::chrono::steady_clock::now();
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

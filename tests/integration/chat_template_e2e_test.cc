@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 namespace {
@@ -78,7 +79,7 @@ TEST(ChatTemplateE2E, ChatCompletionUsesTheTemplatePrompt) {
 }
 
 TEST(ChatTemplateE2E, BadDateFlagIsAOneLineError) {
-  std::string cmd = std::string(PDSERVE_BIN) + " serve --model " + kStoriesModel +
+  std::string cmd = testing::pdserve_bin() + " serve --model " + kStoriesModel +
                     " --chat-template-date 2026-13-45 --port 0 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/reference.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -34,7 +35,7 @@ RunResult run(const std::string& args) {
   static int calls = 0;
   const std::string err_path =
       ::testing::TempDir() + "pds_cli_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(calls++) + ".txt";
-  const std::string cmd = std::string(PDSERVE_BIN) + " " + args + " 2>" + err_path;
+  const std::string cmd = testing::pdserve_bin() + " " + args + " 2>" + err_path;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

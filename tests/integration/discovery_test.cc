@@ -24,6 +24,7 @@
 #include "support/server_process.h"
 #include "support/sse_client.h"
 #include "support/wait.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -204,7 +205,7 @@ TEST(Discovery, BadUrlIsOneLineError) {
       char tmpl[] = "/tmp/pdserve-disc-XXXXXX";
       const int fd = ::mkstemp(tmpl);
       ::close(fd);
-      ASSERT_TRUE(p.spawn({PDSERVE_BIN, role, "--model", testing::kStoriesModel, "--port", std::to_string(testing::free_port()),
+      ASSERT_TRUE(p.spawn({testing::pdserve_bin(), role, "--model", testing::kStoriesModel, "--port", std::to_string(testing::free_port()),
                            "--discovery", bad},
                           tmpl));
       ASSERT_TRUE(testing::wait_until([&] { return !p.running(); }, 30s));

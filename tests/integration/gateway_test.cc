@@ -24,6 +24,7 @@
 #include "support/prometheus.h"
 #include "support/server_process.h"
 #include "support/wait.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -450,7 +451,7 @@ TEST(Gateway, AMalformedAuthFileRefusesToStartAndNamesTheLine) {
   AuthDir d;
   d.write("{\n  \"tenants\": {\"t\": {}},\n  \"keys\": [\n    {\"key_sha256\": \"" + gateway::hash_api_key("k") +
           "\", \"tenant\": \"nobody\"}\n  ]\n}\n");
-  const std::string cmd = std::string(PDSERVE_BIN) + " serve -m " + testing::kStoriesModel + " --port 0 --auth-file " +
+  const std::string cmd = testing::pdserve_bin() + " serve -m " + testing::kStoriesModel + " --port 0 --auth-file " +
                           d.path() + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_TRUE(p);
@@ -462,7 +463,7 @@ TEST(Gateway, AMalformedAuthFileRefusesToStartAndNamesTheLine) {
   EXPECT_NE(out.find("auth.json:4:"), std::string::npos) << out;
   EXPECT_NE(out.find("unknown tenant 'nobody'"), std::string::npos) << out;
   // hash-key prints what the file stores.
-  FILE* h = ::popen((std::string(PDSERVE_BIN) + " hash-key secret").c_str(), "r");
+  FILE* h = ::popen((testing::pdserve_bin() + " hash-key secret").c_str(), "r");
   ASSERT_TRUE(h);
   std::string hex(64, '\0');
   ASSERT_EQ(std::fread(hex.data(), 1, 64, h), 64u);

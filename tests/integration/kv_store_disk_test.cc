@@ -15,6 +15,7 @@
 
 #include "support/kv_store_util.h"
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -130,7 +131,7 @@ struct Run {
 
 Run run_serve(const std::string& args) {
   const std::string err_path = ::testing::TempDir() + "pds_kvstore_err_" + std::to_string(::getpid()) + ".txt";
-  const std::string cmd = std::string(PDSERVE_BIN) + " serve --model " + testing::kStoriesModel + " --port 1 " + args +
+  const std::string cmd = testing::pdserve_bin() + " serve --model " + testing::kStoriesModel + " --port 1 " + args +
                           " >/dev/null 2>" + err_path;
   Run r;
   const int status = std::system(cmd.c_str());
@@ -168,7 +169,7 @@ TEST(KvStoreDisk, BadTierFlagsAreOneLineErrorsAtStart) {
 TEST(KvStoreDisk, MalformedStoreUrlIsReportedBeforeTheModelLoads) {
   const std::string err_path = ::testing::TempDir() + "pds_kvstore_early_" + std::to_string(::getpid()) + ".txt";
   for (const char* cmd : {"serve --port 1", "decode --port 1", "prefill --port 1", "generate -p hi"}) {
-    const std::string line = std::string(PDSERVE_BIN) + " " + cmd + " --model /nonexistent/pdserve-model.gguf" +
+    const std::string line = testing::pdserve_bin() + " " + cmd + " --model /nonexistent/pdserve-model.gguf" +
                              " --kv-store 'http://127.0.0.1:6379' >/dev/null 2>" + err_path;
     pdserve::Run r;
     const int status = std::system(line.c_str());

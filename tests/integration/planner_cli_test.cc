@@ -20,6 +20,7 @@
 #include "planner/profiler.h"
 #include "support/ports.h"
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 namespace {
@@ -31,7 +32,7 @@ struct CmdRun {
 
 CmdRun run(const std::string& args, const char* sub = "planner") {
   CmdRun r;
-  const std::string cmd = std::string(PDSERVE_BIN) + " " + sub + " " + args + " 2>&1";
+  const std::string cmd = testing::pdserve_bin() + " " + sub + " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];

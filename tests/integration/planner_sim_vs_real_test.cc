@@ -22,6 +22,7 @@
 #include "planner/profile.h"
 #include "planner/profiler.h"
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -40,7 +41,7 @@ struct Cmd {
 /// Runs `pdserve ARGS` with stderr folded into the output.
 Cmd pdserve(const std::string& args) {
   Cmd r;
-  FILE* p = ::popen((std::string(PDSERVE_BIN) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((testing::pdserve_bin() + " " + args + " 2>&1").c_str(), "r");
   if (!p) return r;
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);

@@ -29,6 +29,7 @@
 #include "support/prometheus.h"
 #include "support/server_process.h"
 #include "support/wait.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 namespace {
@@ -111,12 +112,12 @@ TEST(PlannerSupervise, ScalesUpUnderLoadAndDownAfterItWithEveryRequestCorrect) {
 
   const int router_port = free_port();
   ChildProcess router;
-  ASSERT_TRUE(router.spawn({PDSERVE_BIN, "router", "--model", kStoriesModel, "--port", std::to_string(router_port), "--discovery", disc,
+  ASSERT_TRUE(router.spawn({testing::pdserve_bin(), "router", "--model", kStoriesModel, "--port", std::to_string(router_port), "--discovery", disc,
                             "--health-interval-ms", "100"},
                            dir + "/router.log"));
   const int planner_port = free_port();
   ChildProcess planner;
-  ASSERT_TRUE(planner.spawn({PDSERVE_BIN, "planner", "--router", "http://127.0.0.1:" + std::to_string(router_port), "--profile", profile,
+  ASSERT_TRUE(planner.spawn({testing::pdserve_bin(), "planner", "--router", "http://127.0.0.1:" + std::to_string(router_port), "--profile", profile,
                              "--model", kStoriesModel, "--supervise", "--discovery", disc, "--interval", "0.5", "--budget", "4",
                              "--min-prefill", "1", "--scale-down-after", "2", "--window", "2", "--metrics-port",
                              std::to_string(planner_port), "--worker-args", "--threads 1", "--log-dir", dir, "--drain-timeout", "30",

@@ -15,6 +15,7 @@
 #include "support/pool_free.h"
 #include "support/prometheus.h"
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -126,7 +127,7 @@ TEST(SpecDecodeServer, DecodeWorkerOfAPdClusterSpeculatesExactly) {
 
 /// stderr of `pdserve generate ...` that is expected to fail at start.
 std::string start_error(const std::string& args, int* code) {
-  const std::string cmd = std::string(PDSERVE_BIN) + " generate -m " + testing::kStoriesModel + " -p hi " + args + " 2>&1";
+  const std::string cmd = testing::pdserve_bin() + " generate -m " + testing::kStoriesModel + " -p hi " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

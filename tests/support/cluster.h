@@ -37,6 +37,7 @@
 #include "support/ports.h"
 #include "support/prometheus.h"
 #include "support/server_process.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 
@@ -53,11 +54,7 @@ struct ClusterOptions {
   std::vector<std::string> prefill_args;  // extra flags of every prefill worker
   std::vector<std::string> decode_args;   // extra flags of every decode worker
   std::vector<std::string> router_args;   // extra flags of the router (e.g. --policy)
-#ifdef PDSERVE_BIN
-  std::string binary = PDSERVE_BIN;
-#else
-  std::string binary = "build/pdserve";
-#endif
+  std::string binary = testing::pdserve_bin();
   std::chrono::milliseconds startup_timeout{60000};  // per node
 };
 

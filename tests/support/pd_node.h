@@ -25,6 +25,7 @@
 #include "support/ports.h"
 #include "support/server_process.h"
 #include "support/wait.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 
@@ -36,11 +37,7 @@ class PdNode {
     std::string host = "127.0.0.1";        // --host (and where /health is polled)
     std::vector<std::string> prefix;       // command prefix
     std::string model = kStoriesModel;
-#ifdef PDSERVE_BIN
-    std::string binary = PDSERVE_BIN;
-#else
-    std::string binary = "build/pdserve";
-#endif
+    std::string binary = testing::pdserve_bin();
     int port = 0, metrics_port = 0;        // 0: free ports
     std::chrono::milliseconds startup_timeout{60000};
   };

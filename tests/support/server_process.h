@@ -25,6 +25,7 @@
 #include "support/child_process.h"
 #include "support/ports.h"
 #include "support/wait.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve::testing {
 
@@ -52,11 +53,7 @@ class ServerProcess {
   struct Options {
     std::string model = kStoriesModel;
     std::vector<std::string> extra_args;  // e.g. {"--api-key", "k"}; "--port" is added
-#ifdef PDSERVE_BIN
-    std::string binary = PDSERVE_BIN;
-#else
-    std::string binary = "build/pdserve";
-#endif
+    std::string binary = testing::pdserve_bin();
     std::chrono::milliseconds startup_timeout{30000};
   };
 

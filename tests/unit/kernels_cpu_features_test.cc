@@ -14,6 +14,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops.h"
+#include "support/pdserve_bin.h"
 
 namespace pdserve {
 namespace {
@@ -77,7 +78,7 @@ TEST_F(CpuFeatures, PdserveIsaCapsAuto) {
 
 /// stderr of `PDSERVE_ISA=<value> pdserve --help`.
 std::string pdserve_stderr(const std::string& value) {
-  const std::string cmd = "PDSERVE_ISA=" + value + " " PDSERVE_BIN " --help 2>&1 >/dev/null";
+  const std::string cmd = "PDSERVE_ISA=" + value + " " + testing::pdserve_bin() + " --help 2>&1 >/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 256> buf;
