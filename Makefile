@@ -38,11 +38,18 @@ serve: deps
 # Last, the unit tests that run threads with TSan (`make test-tsan`; about 6 min of build
 # and 30 s of tests here).
 SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance
+# Each phase prints a "== make test:" line with the UTC time, so a log shows where the time went.
+PHASE = @echo "== make test: $(1) at $$(date -u +%T) UTC"
 test: build
+	$(call PHASE,Release suite (ctest))
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 2
+	$(call PHASE,fuzz targets)
 	$(MAKE) fuzz FUZZ_SECONDS=30
+	$(call PHASE,ASan + UBSan unit tests)
 	JOBS=$(JOBS) SANITIZE_BUILD=$(SANITIZE_BUILD) scripts/sanitize.sh address -E '$(SANITIZE_IN_TEST_EXCLUDE)'
+	$(call PHASE,TSan unit tests)
 	JOBS=$(JOBS) SANITIZE_BUILD=$(TSAN_BUILD) scripts/sanitize.sh thread
+	$(call PHASE,done)
 
 # The unit tests with ASan + UBSan, Debug -O1 (the assertions — BlockPool invariants, ... —
 # are on), in build-asan/.
