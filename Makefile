@@ -7,25 +7,16 @@ JOBS ?= $(shell nproc)
 
 .PHONY: deps build serve test test-sanitize test-tsan fuzz clean
 
-# ccache (installed by scripts/install-deps.sh) serves every build: the Release one below and
-# the sanitized and fuzz ones (scripts/sanitize.sh, scripts/fuzz.sh). Paths under the checkout
-# are hashed relative to it and the build folder is not hashed, so another clone of the same
-# commit (a CI checkout) reuses what this one compiled; a cold cache only costs the compile.
-export CCACHE_BASEDIR ?= $(CURDIR)
-export CCACHE_NOHASHDIR ?= 1
-export CCACHE_MAXSIZE ?= 12G
-LAUNCHER = -DCMAKE_CXX_COMPILER_LAUNCHER="$$(command -v ccache || true)"
-
 deps:
 	bash scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(LAUNCHER)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Only the server binary (the tests are built by `make test`).
 serve: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(LAUNCHER)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS) --target pdserve
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 

@@ -16,15 +16,10 @@ ALL_TARGETS="gguf tokenizer_spm tokenizer_bpe openai_request chat_template sse k
 TARGETS="${FUZZ_TARGETS:-$ALL_TARGETS}"
 JOBS="${FUZZ_JOBS:-$(nproc)}"
 
-launcher=()
-command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# Hash paths relative to the checkout and not the build folder: another clone reuses the cache
-# (the Makefile sets the same).
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   # Debug: -O1 -g without NDEBUG, so the assertions (BlockPool invariants, ...) are on.
   CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DPDSERVE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" "${launcher[@]}" >/dev/null
+    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
 fi
 if [ "${1:-}" = "--seeds" ]; then
   cmake --build "$BUILD" -j "$(nproc)" --target fuzz_make_seeds

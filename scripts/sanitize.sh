@@ -16,11 +16,6 @@ cd "$ROOT"
 KIND="${1:-address}"
 shift || true
 JOBS="${JOBS:-$(nproc)}"
-launcher=()
-command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# Hash paths relative to the checkout and not the build folder: another clone reuses the cache
-# (the Makefile sets the same).
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 case "$KIND" in
   address)
     BUILD="${SANITIZE_BUILD:-build-asan}"
@@ -56,7 +51,7 @@ esac
 t0=$(date +%s)
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DPDSERVE_SANITIZE="$SANITIZE" \
-    "${compiler[@]}" "${launcher[@]}" >/dev/null
+    "${compiler[@]}" >/dev/null
 fi
 cmake --build "$BUILD" -j "$JOBS" --target sanitized_tests
 t1=$(date +%s)

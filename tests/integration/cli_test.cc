@@ -158,8 +158,9 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
     EXPECT_EQ(r.err.rfind(c.expect, 0), 0u) << c.args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
     const std::string sub = c.args.substr(0, c.args.find(' '));
-    if (sub != "no-such-command")
+    if (sub != "no-such-command") {
       EXPECT_NE(r.err.find("(see 'pdserve " + sub + " --help')"), std::string::npos) << r.err;
+    }
   }
   const RunResult help = run("serve --help");
   EXPECT_EQ(help.exit_code, 0) << help.err;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -22,6 +23,13 @@ inline const std::string& pdserve_bin() {
     for (int up = 0; up < 2; ++up) dir = dir.substr(0, dir.rfind('/'));  // drop NAME, then tests/
     return dir + "/pdserve";
   }();
+  static const bool checked = [] {
+    if (::access(path.c_str(), X_OK) != 0)
+      std::fprintf(stderr, "pdserve_bin: %s is not an executable: build the pdserve target, or set PDSERVE_BIN\n",
+                   path.c_str());
+    return true;
+  }();
+  (void)checked;
   return path;
 }
 
