@@ -195,6 +195,12 @@ TEST(SloEngine, PreemptedLowRequestsFinishAsTheyDoAlone) {
   p.temperature = 0;
   p.max_tokens = 40;
   p.ignore_eos = true;
+  // The low requests run long: the high one must find both slots held by decoding low
+  // requests. With 40 low tokens (as the high one has), a test thread descheduled for ~39
+  // steps (ASan under ctest -j2, 2026-12-03) sent it as a low pair finished, and it took
+  // their free slot without preempting anyone.
+  SamplingParams p_low = p;
+  p_low.max_tokens = 160;
   auto prompt = [](int i) {
     std::vector<int32_t> t(12 + i);
     for (size_t k = 0; k < t.size(); ++k) t[k] = static_cast<int32_t>(1 + (k * 7 + i * 13) % 500);
@@ -202,13 +208,13 @@ TEST(SloEngine, PreemptedLowRequestsFinishAsTheyDoAlone) {
   };
   constexpr int kN = 6;
   std::vector<testing::Completion> alone;
-  for (int i = 0; i < kN; ++i) alone.push_back(testing::drain(*testing::submit(*eng, prompt(i), p)));
+  for (int i = 0; i < kN; ++i) alone.push_back(testing::drain(*testing::submit(*eng, prompt(i), p_low)));
   const int64_t preempted_before = eng->metrics().preemptions;
   RequestOptions low;
   low.slo_class = kLow;
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < kN; ++i) {
-    auto r = eng->submit_group(prompt(i), p, low);
+    auto r = eng->submit_group(prompt(i), p_low, low);
     ASSERT_TRUE(r.ok()) << r.error();
     streams.push_back(r.value()[0]);
   }
