@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "kernels/ops.h"
@@ -10,27 +12,68 @@ namespace pdserve::engine {
 
 namespace {
 
-int32_t argmax(const float* logits, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return best;
-}
-
 /// Uniform double in [0, 1) from 53 random bits (portable, unlike std distributions).
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
+/// A 64-bit key that sorts ascending as (logit descending, id ascending): the order of
+/// `better` below, without its two indirect loads per comparison (-0 counts as +0).
+uint64_t rank_key(float logit, int32_t id) {
+  uint32_t u;
+  logit = logit == 0.f ? 0.f : logit;
+  std::memcpy(&u, &logit, 4);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<uint64_t>(~ascending) << 32) | static_cast<uint32_t>(id);
+}
+
+/// Sorts `ids` by (logits descending, id ascending), keeping the first `k` (partial for k < n).
+void sort_candidates(std::vector<int32_t>& ids, const float* logits, int k) {
+  thread_local std::vector<uint64_t> keys;  // reused: a vocabulary's worth is ~400 KB
+  keys.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) keys[i] = rank_key(logits[ids[i]], ids[i]);
+  if (k < static_cast<int>(keys.size())) std::partial_sort(keys.begin(), keys.begin() + k, keys.end());
+  else std::sort(keys.begin(), keys.end());
+  ids.resize(k);
+  for (int i = 0; i < k; ++i) ids[i] = static_cast<int32_t>(keys[i] & 0xffffffffu);
+}
+
 }  // namespace
+
+int32_t argmax(const float* logits, int n) {
+  if (n <= 0) return 0;
+  // Pass 1: the largest value, in 16 independent lanes (a loop the compiler vectorises; a
+  // single running "best" makes every element wait on the last compare). NaNs never win.
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  for (float& m : lane) m = -std::numeric_limits<float>::infinity();
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = logits[i + l] > lane[l] ? logits[i + l] : lane[l];
+  float mx = -std::numeric_limits<float>::infinity();
+  for (; i < n; ++i) mx = logits[i] > mx ? logits[i] : mx;
+  for (float m : lane) mx = m > mx ? m : mx;
+  // Pass 2: its first occurrence (the lowest id on ties).
+  for (int j = 0; j < n; ++j)
+    if (logits[j] == mx) return j;
+  return 0;  // every logit NaN
+}
 
 int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
                      const uint32_t* allowed) {
-  std::vector<int32_t> ids;
+  // Reused per thread: vocabulary-sized buffers, allocated fresh, would be mmap'd and
+  // page-faulted on every call.
+  thread_local std::vector<int32_t> ids;
+  thread_local std::vector<double> probs;
+  ids.clear();
   if (allowed && p.temperature <= 0.f) {  // argmax over the allowed ids, lowest id on ties
     int32_t best = -1;
+    float bv = 0.f;
     for (int w = 0; w < (n_vocab + 31) / 32; ++w)
       for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
         const int id = w * 32 + __builtin_ctz(bits);
-        if (id < n_vocab && (best < 0 || logits[id] > logits[best])) best = id;
+        if (id < n_vocab && (best < 0 || logits[id] > bv)) {
+          best = id;
+          bv = logits[id];
+        }
       }
     return best;
   }
@@ -47,20 +90,21 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
     ids.resize(n_vocab);
     std::iota(ids.begin(), ids.end(), 0);
   }
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  int k = n_vocab;
-  if (p.top_k > 0 && p.top_k < n_vocab) {
-    k = p.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-    ids.resize(k);
-  } else {
-    std::sort(ids.begin(), ids.end(), better);
-  }
-  // Softmax at temperature over the kept candidates (sorted best first).
-  std::vector<double> probs(k);
-  const double mx = logits[ids[0]];
+  const int k = p.top_k > 0 && p.top_k < n_vocab ? p.top_k : n_vocab;
+  // The candidates best first (logit descending, id ascending) when top_k or top_p must
+  // cut them; else in id order, which draws from the same distribution without a sort
+  // of the whole vocabulary (6.5 ms for 50,257 ids).
+  const bool sorted = k < n_vocab || p.top_p < 1.f;
+  if (sorted) sort_candidates(ids, logits, k);
+  float mxf = logits[ids[0]];
+  if (!sorted)
+    for (int i = 1; i < k; ++i) mxf = logits[ids[i]] > mxf ? logits[ids[i]] : mxf;
+  // Softmax at temperature over the kept candidates (expf: a third of exp's time; the
+  // weights are summed in double).
+  probs.resize(k);
+  const float inv_t = 1.f / p.temperature;
   double sum = 0.0;
-  for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
+  for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[ids[i]] - mxf) * inv_t);
   int keep = k;
   if (p.top_p < 1.f) {
     double cum = 0.0;

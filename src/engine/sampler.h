@@ -11,14 +11,19 @@
 
 namespace pdserve::engine {
 
+/// The id of the largest of `logits` ([n], n ≥ 1), the lowest on ties; NaNs never win
+/// (0 when every value is NaN).
+int32_t argmax(const float* logits, int n);
+
 /// Picks the next token from `logits` ([n_vocab]). temperature 0 ⇒ argmax (lowest id on
 /// ties). Otherwise: keep the top_k most likely (if top_k > 0), softmax at `temperature`,
-/// keep the smallest set whose mass reaches top_p, draw with `rng`. Deterministic for a
-/// given rng state and logits, so a seeded request is reproducible in any batch.
+/// keep the smallest set whose mass reaches top_p, draw with `rng` (one uniform draw, the
+/// inverse CDF over the candidates: sorted best first when top_k or top_p cut them, else
+/// in id order). Deterministic for a given rng state and logits, so a seeded request is
+/// reproducible in any batch.
 /// `allowed` (optional): a bitmap of n_vocab bits (bit id % 32 of word id / 32, as
 /// grammar::GrammarMatcher::mask); only those tokens are candidates — top_k, top_p and
 /// the softmax apply to the allowed tokens' logits. Returns -1 when nothing is allowed.
-/// Without `allowed` the result is exactly what it was before masks existed.
 int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
                      const uint32_t* allowed = nullptr);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "kernels/matmul.h"
 #include "model/model.h"
@@ -9,10 +10,6 @@
 namespace pdserve::engine {
 
 namespace {
-
-int32_t argmax(const float* logits, int n) {
-  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
-}
 
 /// Appends row (token, pos) of sequence `seq_index` of `s` to `b` (slot via `table`).
 void add_row(model::Batch& b, const kv::BlockTable& table, int block_size, int seq_index, int32_t token, int pos,

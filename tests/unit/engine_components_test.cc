@@ -84,6 +84,77 @@ TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
 }
 
+TEST(Sampler, ArgmaxIsTheFirstLargestOnAnyLengthWithTiesAndInfinities) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-3, 3);  // few distinct values: many ties
+  for (int n : {1, 2, 15, 16, 17, 33, 512, 1000, 50257}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = static_cast<float>(small(rng));
+    int naive = 0;
+    for (int i = 1; i < n; ++i)
+      if (x[i] > x[naive]) naive = i;
+    EXPECT_EQ(argmax(x.data(), n), naive) << n;
+    x[n - 1] = 100.f;  // the largest in the tail past the 16-wide lanes
+    EXPECT_EQ(argmax(x.data(), n), n - 1) << n;
+  }
+  std::vector<float> inf(40, -INFINITY);
+  EXPECT_EQ(argmax(inf.data(), 40), 0);
+  inf[37] = -1e30f;
+  EXPECT_EQ(argmax(inf.data(), 40), 37);
+  std::vector<float> nan_first = {NAN, 1.f, 2.f, 2.f};
+  EXPECT_EQ(argmax(nan_first.data(), 4), 2);  // a NaN never wins
+}
+
+TEST(Sampler, TopPKeepsTheBestCandidatesInLogitOrderWithTiesByLowerId) {
+  // 0.0 and -0.0 tie; the nucleus at top_p = 0.3 is the single best id after the ties break.
+  std::vector<float> logits = {-0.f, 0.f, 2.f, 2.f, 1.f, -5.f};
+  SamplingParams p;
+  p.top_p = 0.3f;  // ids 2 and 3 each hold ~0.39: the nucleus is id 2 alone
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(sample_token(logits.data(), 6, p, rng), 2);
+  p.top_p = 0.7f;  // {2, 3}
+  for (int i = 0; i < 50; ++i) {
+    const int t = sample_token(logits.data(), 6, p, rng);
+    EXPECT_TRUE(t == 2 || t == 3) << t;
+  }
+  p.top_p = 1.f;
+  p.top_k = 3;  // {2, 3, 4}
+  for (int i = 0; i < 100; ++i) {
+    const int t = sample_token(logits.data(), 6, p, rng);
+    EXPECT_TRUE(t >= 2 && t <= 4) << t;
+  }
+}
+
+TEST(Sampler, UncutSamplingFollowsTheSoftmaxOverALargeVocabulary) {
+  // Neither top_k nor top_p: drawn in id order without a sort; the frequencies follow
+  // softmax(logits / T) (a few buckets of a 50,257-id vocabulary, within ~4 standard deviations).
+  const int n = 50257;
+  std::vector<float> logits(n, 0.f);
+  logits[17] = std::log(4000.f);    // ~4000 / (n + 4000 + 8000 - 2) ≈ 6.6 %
+  logits[n - 1] = std::log(8000.f); // ≈ 13.3 %
+  SamplingParams p;
+  p.temperature = 1.f;
+  std::mt19937_64 rng(11);
+  const int draws = 4000;
+  int a = 0, b = 0, low = 0;
+  for (int i = 0; i < draws; ++i) {
+    const int t = sample_token(logits.data(), n, p, rng);
+    ASSERT_TRUE(t >= 0 && t < n);
+    a += t == 17;
+    b += t == n - 1;
+    low += t < n / 2 && t != 17;
+  }
+  const double z = n - 2 + 4000.0 + 8000.0;
+  EXPECT_NEAR(a / double(draws), 4000 / z, 0.015);  // ~4 standard deviations
+  EXPECT_NEAR(b / double(draws), 8000 / z, 0.02);
+  EXPECT_NEAR(low / double(draws), (n / 2 - 1) / z, 0.03);
+  p.temperature = 0.5f;  // sharper: exp(2·log w) = w²
+  int b2 = 0;
+  for (int i = 0; i < draws; ++i) b2 += sample_token(logits.data(), n, p, rng) == n - 1;
+  const double z2 = n - 2 + 4000.0 * 4000.0 + 8000.0 * 8000.0;
+  EXPECT_NEAR(b2 / double(draws), 8000.0 * 8000.0 / z2, 0.03);
+}
+
 TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {
   testing::FakeTokenizer tok;
   SamplingParams p;
