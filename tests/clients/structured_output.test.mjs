@@ -2,9 +2,10 @@
 // (garbage when unconstrained): 200 generated JSON schemas (nested objects, arrays with
 // min/maxItems, enums, const, anyOf, $ref/$defs) × greedy and seeded sampling; every
 // finish_reason "stop" output parses and validates with ajv; streamed == non-streamed and
-// PD (router ▸ decode ▸ prefill) == monolithic on all 400 cases (each set sent 16 at a
-// time), batched (concurrent) == alone on every second case (200); regex,
-// choice and GBNF likewise; chat.completions.parse with a JSON schema and a zod schema;
+// PD (router ▸ decode ▸ prefill) == monolithic and batched (concurrent) == alone on all
+// 400 cases (each set sent 16 at a time; alone: one at a time on a server of its own);
+// regex, choice and GBNF likewise (each case greedy and seeded: batched == alone ==
+// streamed, PD == monolithic); chat.completions.parse with a JSON schema and a zod schema;
 // a refused schema ⇒ 400 naming the field.
 // Run by ctest (`node --test tests/clients`) from the repo root; PDSERVE_BIN names the binary.
 import { test, before, after } from 'node:test';
@@ -170,14 +171,13 @@ test('200 generated JSON schemas: outputs validate; batched == alone, streamed =
   cases.forEach((c, k) => { stops += checkValid(c.schema, batched[k], `schema ${c.i} sampled=${c.sampled}`); });
   assert.ok(stops > 200, `only ${stops} of ${cases.length} outputs finished with stop`);
   // Streamed and through PD, every case (each set concurrently, so the batches differ
-  // from the first run's); alone (one request at a time, on a server of its own, while
-  // the other two sets run) on every second case: all 400 took the test from 44 s to 69 s
-  // on the loaded 2-core machine, half keeps it under 60 s.
+  // from the first run's); alone: one request at a time, on a server of its own, while
+  // the other two sets run.
   const params = (c) => chatParams(c.schema, c.i, c.sampled, 'synth-qwen2-small-q8_0');
   const [streamedAll, pdAll, aloneAll] = await Promise.all([
     pool(cases, 16, (c) => streamed(qwen, params(c))),
     pool(cases, 16, (c) => pd.chat.completions.create(params(c))),
-    pool(cases, 1, (c, k) => (k % 2 === 0 ? qwenAlone.chat.completions.create(params(c)) : null)),
+    pool(cases, 1, (c) => qwenAlone.chat.completions.create(params(c))),
   ]);
   cases.forEach((c, k) => {
     const b = batched[k].choices[0];
@@ -185,7 +185,6 @@ test('200 generated JSON schemas: outputs validate; batched == alone, streamed =
     assert.equal(streamedAll[k].finish, b.finish_reason, `streamed vs not, case ${k}`);
     assert.equal(pdAll[k].choices[0].message.content, b.message.content, `PD vs monolithic, case ${k}`);
     assert.equal(pdAll[k].choices[0].finish_reason, b.finish_reason, `PD vs monolithic, case ${k}`);
-    if (k % 2 !== 0) return;
     assert.equal(aloneAll[k].choices[0].message.content, b.message.content, `alone vs batched, case ${k}`);
     assert.equal(aloneAll[k].choices[0].finish_reason, b.finish_reason, `alone vs batched, case ${k}`);
   });
@@ -205,30 +204,61 @@ test('the SentencePiece vocabulary (stories260K): outputs validate, n > 1 choice
   assert.ok(stops > 40, `only ${stops} stops`);
 });
 
-test('regex, choice and GBNF constraints hold, greedy and sampled, streamed == not', async () => {
+test('regex, choice and GBNF constraints hold, greedy and sampled; batched == alone == streamed, PD == monolithic', async () => {
   const regexes = ['[a-z]{2,5}-\\d{3}', '(yes|no|maybe)!?', '\\(\\d{3}\\) \\d{3}-\\d{4}', '[A-Z][a-z]* [A-Z][a-z]{0,4}\\.'];
-  for (const [client, model] of [[qwen, 'synth-qwen2-small-q8_0'], [stories, 'stories260K'], [pd, 'synth-qwen2-small-q8_0']]) {
+  const choices = ['red', 'green', 'blue sky', 'ünïcode ✓'];
+  const gbnf = 'root ::= item ("," item){0,3}\nitem ::= [0-9]{1,2} | "x"\n';
+  // Each case: a request body and what a finished ("stop") output must match.
+  const cases = (model) => {
+    const out = [];
     for (let seed = 0; seed < 6; seed++) {
       const sampling = seed === 0 ? { temperature: 0 } : { temperature: 1, seed };
       for (const re of regexes) {
-        const p = { model, prompt: 'Answer:', max_tokens: 24, ...sampling, structured_outputs: { regex: re } };
-        const res = await client.completions.create(p);
-        if (res.choices[0].finish_reason === 'stop') assert.match(res.choices[0].text, new RegExp(`^(?:${re})$`));
-        const s = await client.completions.create({ ...p, stream: true });
-        let text = '';
-        for await (const c of s) text += c.choices[0]?.text ?? '';
-        assert.equal(text, res.choices[0].text);
+        out.push({ body: { model, prompt: 'Answer:', max_tokens: 24, ...sampling, structured_outputs: { regex: re } },
+                   check: (t) => assert.match(t, new RegExp(`^(?:${re})$`)) });
       }
-      const choices = ['red', 'green', 'blue sky', 'ünïcode ✓'];
-      const c = await client.completions.create({ model, prompt: 'Color:', max_tokens: 16, ...sampling, guided_choice: choices });
-      assert.equal(c.choices[0].finish_reason, 'stop');
-      assert.ok(choices.includes(c.choices[0].text), c.choices[0].text);
-      const g = await client.completions.create({
-        model, prompt: 'List:', max_tokens: 30, ...sampling,
-        grammar: 'root ::= item ("," item){0,3}\nitem ::= [0-9]{1,2} | "x"\n',
-      });
-      if (g.choices[0].finish_reason === 'stop') assert.match(g.choices[0].text, /^([0-9]{1,2}|x)(,([0-9]{1,2}|x)){0,3}$/);
+      out.push({ body: { model, prompt: 'Color:', max_tokens: 16, ...sampling, guided_choice: choices },
+                 mustStop: true, check: (t) => assert.ok(choices.includes(t), t) });
+      out.push({ body: { model, prompt: 'List:', max_tokens: 30, ...sampling, grammar: gbnf },
+                 check: (t) => assert.match(t, /^([0-9]{1,2}|x)(,([0-9]{1,2}|x)){0,3}$/) });
     }
+    return out;
+  };
+  const streamedText = async (client, body) => {
+    const s = await client.completions.create({ ...body, stream: true });
+    let text = '';
+    let finish = null;
+    for await (const c of s) {
+      text += c.choices[0]?.text ?? '';
+      finish = c.choices[0]?.finish_reason ?? finish;
+    }
+    return { text, finish };
+  };
+  for (const [client, model, alone] of [[qwen, 'synth-qwen2-small-q8_0', qwenAlone], [stories, 'stories260K', stories]]) {
+    const cs = cases(model);
+    // alone: one request at a time (on qwenAlone, a server of its own, while the batched
+    // and streamed sets run concurrently on the other)
+    const [aloneRes, batched, streamedRes, pdRes] = await Promise.all([
+      alone === client ? null : pool(cs, 1, (c) => alone.completions.create(c.body)),
+      pool(cs, 16, (c) => client.completions.create(c.body)),
+      pool(cs, 16, (c) => streamedText(client, c.body)),
+      client === qwen ? pool(cs, 16, (c) => pd.completions.create(c.body)) : null,
+    ]);
+    const aloneAll = aloneRes ?? await pool(cs, 1, (c) => alone.completions.create(c.body));
+    cs.forEach((c, k) => {
+      const what = `${model} case ${k}: ${JSON.stringify(c.body)}`;
+      const b = batched[k].choices[0];
+      if (c.mustStop) assert.equal(b.finish_reason, 'stop', what);
+      if (b.finish_reason === 'stop') c.check(b.text);
+      else assert.equal(b.finish_reason, 'length', what);
+      assert.equal(aloneAll[k].choices[0].text, b.text, `alone vs batched, ${what}`);
+      assert.equal(aloneAll[k].choices[0].finish_reason, b.finish_reason, `alone vs batched, ${what}`);
+      assert.equal(streamedRes[k].text, b.text, `streamed vs not, ${what}`);
+      assert.equal(streamedRes[k].finish, b.finish_reason, `streamed vs not, ${what}`);
+      if (!pdRes) return;
+      assert.equal(pdRes[k].choices[0].text, b.text, `PD vs monolithic, ${what}`);
+      assert.equal(pdRes[k].choices[0].finish_reason, b.finish_reason, `PD vs monolithic, ${what}`);
+    });
   }
 });
 
