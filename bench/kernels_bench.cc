@@ -5,7 +5,8 @@
 // which reads every weight once, cannot beat; BM_StreamReadPrefetch with software prefetch).
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
-// BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only loops, issue #21).
+// BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only
+// loops, issue #21).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -138,6 +139,8 @@ BENCHMARK(BM_StreamReadPrefetch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)-
 //    without VNNI): vpmaddubsw (u8×s8 → 16 s16 pair sums) + vpmaddwd by ones (→ 8 s32) +
 //    vpaddd into the accumulator = 32 multiply-adds per 256-bit step; 8 independent
 //    accumulators (more than the 3+3+1-cycle latency × 2 issue ports needs).
+//  - BM_PeakInt8Vnni: the same dot with AVX-512 VNNI (vpdpbusd zmm, 64 multiply-adds per
+//    instruction; skipped on CPUs without it).
 //  - BM_PeakFma32: vfmadd231ps ymm, 10 independent accumulators (latency 4 × 2 FMA ports
 //    = 8 in flight needed): 8 multiply-adds per instruction.
 // The int8 loop is inline asm (8 accumulators in registers); in the FMA loop an empty asm
@@ -210,6 +213,64 @@ int64_t peak_int8_thread() {
 }
 constexpr int64_t kPeakInt8MacsPerIter = 8 * 32;
 
+// The AVX-512 VNNI int8 dot of the Q8_0/Q4_0/K-quant GEMMs on CPUs that have it
+// (qgemm_avx512*.cc): vpdpbusd zmm (64 u8×s8 multiply-adds into 16 s32 lanes), 12
+// independent accumulators (zmm8-19: enough for a 4-5-cycle latency on 2 ports).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vnni_thread() {
+  alignas(64) int32_t out[16];
+  int64_t n = kPeakIters;
+  asm volatile(
+      "vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"  // all ones
+      "vpabsb %%zmm0, %%zmm1\n\t"                      // activations: 1
+      "vmovdqa64 %%zmm0, %%zmm2\n\t"                   // weights: -1
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
+      "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
+      "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
+      "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
+      "1:\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm8\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm9\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm10\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm11\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm12\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm13\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm14\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm15\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm16\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm17\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm18\n\t"
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm19\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "vpaddd %%zmm9, %%zmm8, %%zmm8\n\t"
+      "vpaddd %%zmm11, %%zmm10, %%zmm10\n\t"
+      "vpaddd %%zmm13, %%zmm12, %%zmm12\n\t"
+      "vpaddd %%zmm15, %%zmm14, %%zmm14\n\t"
+      "vpaddd %%zmm17, %%zmm16, %%zmm16\n\t"
+      "vpaddd %%zmm19, %%zmm18, %%zmm18\n\t"
+      "vpaddd %%zmm10, %%zmm8, %%zmm8\n\t"
+      "vpaddd %%zmm14, %%zmm12, %%zmm12\n\t"
+      "vpaddd %%zmm18, %%zmm16, %%zmm16\n\t"
+      "vpaddd %%zmm12, %%zmm8, %%zmm8\n\t"
+      "vpaddd %%zmm16, %%zmm8, %%zmm8\n\t"
+      "vmovdqa32 %%zmm8, %[out]\n\t"
+      "vzeroupper\n\t"
+      : [n] "+r"(n), [out] "=m"(out)
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17",
+        "xmm18", "xmm19", "cc");
+  return out[0];
+}
+constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
+
 float peak_fma_thread() {
   __m256 c0 = _mm256_set1_ps(0.f), c1 = _mm256_set1_ps(1.f), c2 = _mm256_set1_ps(2.f), c3 = _mm256_set1_ps(3.f),
          c4 = _mm256_set1_ps(4.f), c5 = _mm256_set1_ps(5.f), c6 = _mm256_set1_ps(6.f), c7 = _mm256_set1_ps(7.f),
@@ -242,6 +303,14 @@ void peak_loop(benchmark::State& state, Fn thread_loop, int64_t macs_per_iter) {
 }
 void BM_PeakInt8Avx2(benchmark::State& state) { peak_loop(state, peak_int8_thread, kPeakInt8MacsPerIter); }
 void BM_PeakFma32(benchmark::State& state) { peak_loop(state, peak_fma_thread, kPeakFmaMacsPerIter); }
+void BM_PeakInt8Vnni(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
+    state.SkipWithError("this CPU has no AVX-512 VNNI");
+    return;
+  }
+  peak_loop(state, peak_vnni_thread, kPeakVnniMacsPerIter);
+}
+BENCHMARK(BM_PeakInt8Vnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 

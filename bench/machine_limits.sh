@@ -9,8 +9,9 @@
 #     OUTDIR  models and logs (kept: a phase rerun replaces only its own logs)
 #     PHASE   models | peak | tput | ctx | ttft | table   (default: all of them, in that order)
 #       models  pdserve synth: TinyLlama-1.1B shape, one GGUF per type (skipped when present)
-#       peak    kernels_bench: BM_StreamRead (read bandwidth) and BM_PeakInt8Avx2 /
-#               BM_PeakFma32 (register-only loops: the compute peak), 1 and 2 threads
+#       peak    kernels_bench: BM_StreamRead (read bandwidth) and BM_PeakInt8Vnni (AVX-512
+#               VNNI; the int8 peak where the CPU has it) / BM_PeakInt8Avx2 / BM_PeakFma32
+#               (register-only loops: the compute peak), 1 and 2 threads
 #       tput    per type, pdserve then the reference on the same file: tg128 at 1 and 2
 #               threads, pp512 at 2 threads (pdserve bench-model / llama-bench), batched
 #               decode B=32 (8-token prompts, 16 steps: bench-model --batch 32 /
@@ -53,7 +54,7 @@ phase_models() {
 }
 
 phase_peak() {
-  { stamp; "$build/bench/kernels_bench" --benchmark_filter='StreamRead/|PeakInt8Avx2|PeakFma32' 2>/dev/null; stamp; } \
+  { stamp; "$build/bench/kernels_bench" --benchmark_filter='StreamRead/|PeakInt8|PeakFma32' 2>/dev/null; stamp; } \
       | tee "$out/logs/peak.log"
 }
 
@@ -145,7 +146,12 @@ def bench_rate(name, counter):
     if not m: return None
     return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
 bw = {t: bench_rate("BM_StreamRead/%d" % t, "bytes_per_second") for t in (1, 2)}
-i8 = {t: bench_rate("BM_PeakInt8Avx2/%d" % t, "OP/s") for t in (1, 2)}
+# The int8 peak of the GEMMs' own path: AVX-512 VNNI where the CPU has it, else AVX2.
+i8 = {t: bench_rate("BM_PeakInt8Vnni/%d" % t, "OP/s") for t in (1, 2)}
+i8_name = "AVX-512 VNNI vpdpbusd zmm, BM_PeakInt8Vnni"
+if not i8[2]:
+    i8 = {t: bench_rate("BM_PeakInt8Avx2/%d" % t, "OP/s") for t in (1, 2)}
+    i8_name = "AVX2 vpmaddubsw+vpmaddwd, BM_PeakInt8Avx2"
 f32 = {t: bench_rate("BM_PeakFma32/%d" % t, "OP/s") for t in (1, 2)}
 
 def pds_rows(log):
@@ -170,9 +176,9 @@ def ref_batched(log):  # llama-batched-bench: | PP | TG | B | N_KV | T_PP s | S_
     return None
 
 print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 / 2 threads; "
-      "int8 peak (AVX2 vpmaddubsw+vpmaddwd, BM_PeakInt8Avx2) %s / %s GOP/s; fp32 FMA peak %s / %s GFLOP/s."
+      "int8 peak (%s) %s / %s GOP/s; fp32 FMA peak %s / %s GFLOP/s."
       % (open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(), os.cpu_count(),
-         fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), fmt(i8[1] and i8[1] / 1e9, "%.0f"),
+         fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), i8_name, fmt(i8[1] and i8[1] / 1e9, "%.0f"),
          fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
 print()
 print("| type | weight MB / GOP per token | tg128 1 thr: pdserve / ref / bound tok/s (pdserve % of bound) | "
