@@ -14,8 +14,10 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Only the server binary (the tests are built by `make test`).
-serve: deps
+# Only the server binary (the tests are built by `make test`), without the Node test
+# clients' npm packages.
+serve:
+	bash scripts/install-deps.sh --no-test-clients
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS) --target pdserve
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)

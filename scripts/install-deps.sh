@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Installs pdserve's build and test dependencies from Debian's packages.
-# Idempotent: packages already present are skipped; safe to run as root on a fresh Debian 12.
+# Installs pdserve's build and test dependencies from Debian's packages, then the Node
+# test clients' npm packages (skipped with --no-test-clients: `make serve` needs no npm
+# registry). Idempotent: packages already present are skipped; safe to run as root on a
+# fresh Debian 12.
 set -euo pipefail
+test_clients=1
+case "${1:-}" in
+  --no-test-clients) test_clients=0 ;;
+  "") ;;
+  *) echo "usage: scripts/install-deps.sh [--no-test-clients]" >&2; exit 2 ;;
+esac
 
 PKGS=(
   build-essential cmake pkg-config git curl ca-certificates ccache
@@ -47,7 +55,7 @@ fi
 # tests/clients/package-lock.json), with ajv (JSON Schema validator) and zod for the
 # structured-output tests.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-if [ ! -d "$ROOT/tests/clients/node_modules/openai" ] || [ ! -d "$ROOT/tests/clients/node_modules/ajv" ] ||
-   [ ! -d "$ROOT/tests/clients/node_modules/zod" ]; then
+if [ "$test_clients" = 1 ] && { [ ! -d "$ROOT/tests/clients/node_modules/openai" ] || [ ! -d "$ROOT/tests/clients/node_modules/ajv" ] ||
+   [ ! -d "$ROOT/tests/clients/node_modules/zod" ]; }; then
   (cd "$ROOT/tests/clients" && npm ci --no-audit --no-fund --loglevel=error)
 fi
