@@ -99,12 +99,12 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
   float mxf = logits[ids[0]];
   if (!sorted)
     for (int i = 1; i < k; ++i) mxf = logits[ids[i]] > mxf ? logits[ids[i]] : mxf;
-  // Softmax at temperature over the kept candidates (expf: a third of exp's time; the
-  // weights are summed in double).
+  // Softmax at temperature over the kept candidates, in double: a subnormal temperature
+  // (1e-39) stays finite there (its float reciprocal is inf, and 0 · inf is NaN).
   probs.resize(k);
-  const float inv_t = 1.f / p.temperature;
+  const double mx = mxf;
   double sum = 0.0;
-  for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[ids[i]] - mxf) * inv_t);
+  for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
   int keep = k;
   if (p.top_p < 1.f) {
     double cum = 0.0;

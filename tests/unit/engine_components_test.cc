@@ -125,6 +125,23 @@ TEST(Sampler, TopPKeepsTheBestCandidatesInLogitOrderWithTiesByLowerId) {
   }
 }
 
+TEST(Sampler, ASubnormalTemperatureIsGreedyWithAndWithoutCuts) {
+  // 1e-39 is a subnormal float: 1 / T overflows to inf, and 0 · inf gave NaN weights, which
+  // drew the last candidate (the highest id, the k-th best, or the worst) instead of the best.
+  std::vector<float> logits = {0.5f, 3.f, -1.f, 2.f, 1.f};
+  std::mt19937_64 rng(1);
+  for (float t : {1e-39f, 1e-45f, 1e-30f, 1e-6f}) {
+    SamplingParams p;
+    p.temperature = t;
+    EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 1) << t;
+    p.top_k = 3;
+    EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 1) << t;
+    p.top_k = 0;
+    p.top_p = 0.9f;
+    EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 1) << t;
+  }
+}
+
 TEST(Sampler, UncutSamplingFollowsTheSoftmaxOverALargeVocabulary) {
   // Neither top_k nor top_p: drawn in id order without a sort; the frequencies follow
   // softmax(logits / T) (a few buckets of a 50,257-id vocabulary, within ~4 standard deviations).
