@@ -1,11 +1,12 @@
-#include <cstdio>
 #include "server/openai_protocol.h"
 
-#include "server/structured_output.h"
-
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
+
+#include "server/structured_output.h"
 
 namespace pdserve::server {
 namespace {
@@ -249,9 +250,9 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   }
   if (const json* lb = field(obj, "logit_bias")) {
     if (!lb->is_object()) return type_error("logit_bias", "an object", *lb);
-    if (!lb->empty()) {
-      return unsupported("logit_bias", "'logit_bias' is not supported by this server.");
-    }
+    // Neutral: {} or every bias 0 (no token's logit moves).
+    const bool neutral = std::all_of(lb->begin(), lb->end(), [](const json& v) { return v.is_number() && v.get<double>() == 0.0; });
+    if (!neutral) return unsupported("logit_bias", "'logit_bias' is not supported by this server; omit it or give every bias 0.");
   }
   return std::nullopt;
 }

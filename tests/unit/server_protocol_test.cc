@@ -201,6 +201,9 @@ TEST(ServerProtocol, SamplingRanges) {
   expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1.1}}), "repeat_penalty", "not supported");
   EXPECT_TRUE(completion({{"prompt", "x"}, {"min_p", 0}, {"repetition_penalty", 1}, {"typical_p", 1.0}}).ok());
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", json::object()}}).ok());
+  EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", 0.0}}}}).ok());  // every bias 0: neutral
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", -1}}}}), "logit_bias", "not supported");
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", "0"}}}}), "logit_bias", "not supported");
 }
 
 TEST(ServerProtocol, StopStrings) {
