@@ -15,8 +15,8 @@ namespace {
 /// Uniform double in [0, 1) from 53 random bits (portable, unlike std distributions).
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-/// A 64-bit key that sorts ascending as (logit descending, id ascending): the order of
-/// `better` below, without its two indirect loads per comparison (-0 counts as +0).
+/// A 64-bit key that sorts ascending as (logit descending, id ascending), so the sort
+/// compares integers instead of loading two logits per comparison (-0 counts as +0).
 uint64_t rank_key(float logit, int32_t id) {
   uint32_t u;
   logit = logit == 0.f ? 0.f : logit;
