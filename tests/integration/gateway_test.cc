@@ -342,7 +342,11 @@ TEST(Gateway, TenantsShareNoPrefixCacheBlocksUnlessTheirGroupSaysSo) {
 
 TEST(Gateway, PastTheQueueBoundRequestsGet503AtOnceAndTheServerKeepsServing) {
   AuthDir d;
-  d.write(json{{"classes", {{"low", {{"max_queue", 2}, {"max_queue_ms", 4000}}}}},
+  // The hog below must hold the seat past max_queue_ms: 4,000 tokens take >= 3.6 s at the
+  // model's bare 1-thread decode rate on a Zen 5 (~1,100 tok/s, bench-model), so a 1 s
+  // queue bound leaves a wide margin. (3,000 tokens against a 4 s bound flaked once the
+  // sampler got faster: the hog finished and the queued requests were served.)
+  d.write(json{{"classes", {{"low", {{"max_queue", 2}, {"max_queue_ms", 1000}}}}},
                {"tenants", {{"t", {{"slo_class", "low"}, {"allowed_slo_classes", {"high"}}}}}},
                {"keys", {key("k", "t")}}}
               .dump());
@@ -352,13 +356,14 @@ TEST(Gateway, PastTheQueueBoundRequestsGet503AtOnceAndTheServerKeepsServing) {
   testing::ServerProcess srv(o);
   ASSERT_TRUE(srv.ready()) << srv.error();
   // One long low stream takes the only seat; it is cut when the test is done.
-  std::atomic<bool> done{false}, started{false};
+  std::atomic<bool> done{false}, started{false}, hog_ended{false};
   std::thread hog([&] {
-    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 3000}, {"stream", true}, {"ignore_eos", true}};
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}};
     post_streaming(srv.port(), "k", body, [&](const char*, size_t) {
       started = true;
       return !done.load();
     });
+    hog_ended = true;
   });
   ASSERT_TRUE(testing::wait_until([&] { return started.load(); }, std::chrono::seconds(30)));
   // Two more low requests queue behind it (the class bound) ...
@@ -391,6 +396,7 @@ TEST(Gateway, PastTheQueueBoundRequestsGet503AtOnceAndTheServerKeepsServing) {
   // The two queued low requests wait at most the class's max_queue_ms (the hog holds the
   // seat far longer), then get 503 too.
   for (auto& t : queued) t.join();
+  EXPECT_FALSE(hog_ended.load()) << "precondition: the hog must hold the seat past max_queue_ms";
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(queued_status[i].load(), 503);
     EXPECT_EQ(queued_code[i], "server_overloaded");
