@@ -50,6 +50,7 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--profile", a.profile, "print a per-op time breakdown of the pp step and of a tg (decode) step");
+  cmd->add_flag("--mmap", a.mmap, "weights memory-mapped from the file instead of a private copy on huge pages (as serve --mmap)");
 }
 
 namespace {
@@ -167,7 +168,7 @@ void print_profile(const std::string& what, const model::OpProfile& prof, double
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& a) {
-  auto loaded = model::Model::load(a.model);
+  auto loaded = model::Model::load(a.model, a.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages);
   if (!loaded.ok()) {
     std::fprintf(stderr, "error: %s\n", loaded.error().c_str());
     return 1;
@@ -231,7 +232,8 @@ int run_bench_model(const BenchModelArgs& a) {
               "%.3f GOP per token in the weight matmuls\n",
               a.model.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0,
               static_cast<unsigned long long>(wbytes), 2.0 * static_cast<double>(welems) / 1e9);
-  std::printf("threads %d, KV cache %s, block size %d, %d blocks\n", threads, kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
+  std::printf("threads %d, weights %s, KV cache %s, block size %d, %d blocks\n", threads,
+              a.mmap ? "memory-mapped (--mmap)" : "copied to huge pages", kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
   if (a.random_kv || a.kv_budget > 0)
     std::printf("batched prompts: K/V %s; KV budget %d (%s)\n", a.random_kv ? "random (not computed)" : "prefilled", a.kv_budget,
                 a.kv_budget > 0 ? kv::token_eviction_name(a.evict.policy) : "keep all");

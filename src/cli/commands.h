@@ -166,6 +166,7 @@ struct BenchModelArgs {
   kv::TokenEvictionConfig evict;  // --kv-evict (defaults as the engine's)
   int depth = 0;         // --depth: tg after this many random KV entries (0 = after the prompt)
   bool profile = false;  // --profile: per-op time breakdown of the pp and tg steps
+  bool mmap = false;     // --mmap: weights memory-mapped, not copied to huge pages (as serve's flag)
 };
 void add_bench_model_command(CLI::App& app, BenchModelArgs& a);
 int run_bench_model(const BenchModelArgs& a);

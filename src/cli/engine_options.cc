@@ -8,6 +8,9 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("-m,--model", cfg.model_path, "GGUF model file")->required();
   cmd.add_option("--model-name", cfg.model_name, "model id reported by the API (default: file stem)");
   cmd.add_option("-t,--threads", cfg.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1 << 30));
+  cmd.add_flag("--mmap", cfg.mmap,
+               "keep the weights memory-mapped from the file (shared page cache, 4 KiB pages) instead of a private "
+               "copy on transparent huge pages (the default: faster decode, the file's size in private memory)");
   cmd.add_option("--block-size", cfg.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
   auto* mb = cmd.add_option("--kv-cache-mb", cfg.kv_cache_mb, "KV cache size in MiB")->check(CLI::Range(1, 1 << 30));
   cmd.add_option("--num-kv-blocks", cfg.num_kv_blocks, "KV cache size in blocks")->check(CLI::Range(1, 1 << 30))->excludes(mb);

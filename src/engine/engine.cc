@@ -546,7 +546,7 @@ using detail::EngineImpl;
 static_assert(SchedulingPolicy{} == SchedulingPolicy::kFcfs);
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
-  auto m = model::Model::load(cfg.model_path);
+  auto m = model::Model::load(cfg.model_path, cfg.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages);
   if (!m.ok()) return m.status();
   auto tok = tokenizer::Tokenizer::from_gguf(m.value()->file());
   if (!tok.ok()) return tok.status().annotate(cfg.model_path);

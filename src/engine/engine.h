@@ -35,6 +35,7 @@ struct EngineConfig {
   std::string model_path;
   std::string model_name;          // id reported by /v1/models; default: file stem
   int threads = 0;                 // 0 ⇒ all cores
+  bool mmap = false;               // --mmap: weights stay memory-mapped, not copied to huge pages (gguf::FileMemory)
   int block_size = 16;             // tokens per KV block
   int64_t num_kv_blocks = 0;       // 0 ⇒ derived from kv_cache_mb
   int64_t kv_cache_mb = 0;         // 0 ⇒ enough for max_seqs full contexts, capped at 512 MiB

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "base/status.h"
 #include "gguf/ggml_types.h"
 
@@ -71,13 +72,24 @@ struct TensorInfo {
   int64_t rows() const { return dims.empty() ? 1 : n_elements() / dims[0]; }
 };
 
-/// A GGUF file mapped read-only. Tensor data pointers stay valid while it lives.
+/// Where a GgufFile's bytes (tensor data included) live while it is open.
+///   kMmap: the file memory-mapped read-only: shared with every process that maps the
+///     file, nothing copied, 4 KiB pages.
+///   kHugePages: a private copy in anonymous memory on transparent huge pages
+///     (base/huge_pages.h), made after the file validates. For weights a decode step
+///     streams through every token: with 4 KiB pages the TLB misses and the prefetchers'
+///     stops at page boundaries cost up to a third of the decode rate (bench/RESULTS.md,
+///     "Weights and KV on huge pages"). Costs the file's size in private memory.
+enum class FileMemory { kMmap, kHugePages };
+
+/// A GGUF file, mapped read-only or copied (FileMemory). Tensor data pointers stay valid
+/// while it lives.
 class GgufFile {
  public:
   /// Opens and validates `path`. Errors name the problem, e.g. "not a GGUF file
   /// (magic ...)", "unsupported GGUF version 1", "truncated file while reading key 'x'",
   /// "tensor 'x' data [a, b) is outside the file (size n)", "tensor 'x' has unknown type 99".
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, FileMemory memory = FileMemory::kMmap);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -109,7 +121,8 @@ class GgufFile {
 
   std::string path_;
   int fd_ = -1;
-  const uint8_t* base_ = nullptr;
+  const uint8_t* base_ = nullptr;  // the mapping, or copy_'s bytes
+  HugePageBuffer copy_;             // FileMemory::kHugePages
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -121,7 +121,7 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMemory memory) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->fd_ = ::open(path.c_str(), O_RDONLY);
@@ -136,11 +136,18 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   f->base_ = static_cast<const uint8_t*>(m);
   Status s = f->parse();
   if (!s.ok()) return s.annotate(path);
+  if (memory == FileMemory::kHugePages) {  // validated: copy, rebase the tensors, unmap
+    f->copy_ = HugePageBuffer(f->size_);
+    std::memcpy(f->copy_.get(), f->base_, f->size_);
+    for (TensorInfo& t : f->tensors_) t.data = f->copy_.get() + (t.data - f->base_);
+    munmap(const_cast<uint8_t*>(f->base_), f->size_);
+    f->base_ = f->copy_.get();
+  }
   return f;
 }
 
 GgufFile::~GgufFile() {
-  if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (base_ && !copy_.get()) munmap(const_cast<uint8_t*>(base_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -22,17 +22,18 @@ const char* kv_dtype_name(kernels::KvDtype d) {
 }
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
-  const int64_t layer_bytes = shape.bytes_per_layer_block() * shape.num_blocks;
+  // One buffer for all pools, each starting on a cache line. Zeroed and faulted in once
+  // here (HugePageBuffer), as llama.cpp clears its KV buffer at init: every page is
+  // resident from the start, so RSS does not climb as blocks are first used (a soak reads
+  // RSS).
+  const int64_t layer_bytes = (shape.bytes_per_layer_block() * shape.num_blocks + 63) / 64 * 64;
+  storage_ = HugePageBuffer(static_cast<size_t>(2 * layer_bytes * shape.n_layers));
   for (int l = 0; l < shape.n_layers; ++l) {
-    k_.emplace_back(new uint8_t[layer_bytes]);
-    v_.emplace_back(new uint8_t[layer_bytes]);
-    // Zeroed once here, as llama.cpp clears its KV buffer at init: every page is resident
-    // from the start, so RSS does not climb as blocks are first used (a soak reads RSS).
-    std::memset(k_.back().get(), 0, static_cast<size_t>(layer_bytes));
-    std::memset(v_.back().get(), 0, static_cast<size_t>(layer_bytes));
+    k_.push_back(storage_.get() + (2 * l) * layer_bytes);
+    v_.push_back(storage_.get() + (2 * l + 1) * layer_bytes);
     kernels::KvLayerView view;
-    view.k = k_.back().get();
-    view.v = v_.back().get();
+    view.k = k_.back();
+    view.v = v_.back();
     view.dtype = shape.dtype;
     view.block_size = shape.block_size;
     view.n_kv_heads = shape.n_kv_heads;
@@ -44,8 +45,8 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
 void KvCache::copy_block(int32_t src, int32_t dst) {
   const int64_t bytes = shape_.bytes_per_layer_block();
   for (int l = 0; l < shape_.n_layers; ++l) {
-    std::memcpy(k_[l].get() + dst * bytes, k_[l].get() + src * bytes, bytes);
-    std::memcpy(v_[l].get() + dst * bytes, v_[l].get() + src * bytes, bytes);
+    std::memcpy(k_[l] + dst * bytes, k_[l] + src * bytes, bytes);
+    std::memcpy(v_[l] + dst * bytes, v_[l] + src * bytes, bytes);
   }
 }
 

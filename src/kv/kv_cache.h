@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <string>
-#include <memory>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "base/status.h"
 #include "kernels/attention.h"
 
@@ -33,21 +33,23 @@ const char* kv_dtype_name(kernels::KvDtype d);
 
 class KvCache {
  public:
-  /// Allocates storage for `shape` and zeroes it (so every page is resident from the start).
+  /// Allocates storage for `shape` (2 MiB-aligned, on transparent huge pages where the
+  /// kernel gives them: base/huge_pages.h) and zeroes it (every page resident from the start).
   explicit KvCache(const KvCacheShape& shape);
   const KvCacheShape& shape() const { return shape_; }
   /// Copies block `src`'s K and V into block `dst` in every layer (copy-on-write of a
   /// shared partial block).
   void copy_block(int32_t src, int32_t dst);
   /// K / V of `block` in `layer` (bytes_per_layer_block() each).
-  uint8_t* block_k(int layer, int32_t block) { return k_[layer].get() + block * shape_.bytes_per_layer_block(); }
-  uint8_t* block_v(int layer, int32_t block) { return v_[layer].get() + block * shape_.bytes_per_layer_block(); }
+  uint8_t* block_k(int layer, int32_t block) { return k_[layer] + block * shape_.bytes_per_layer_block(); }
+  uint8_t* block_v(int layer, int32_t block) { return v_[layer] + block * shape_.bytes_per_layer_block(); }
   /// Per-layer views for the forward pass.
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 
  private:
   KvCacheShape shape_;
-  std::vector<std::unique_ptr<uint8_t[]>> k_, v_;  // zeroed at construction (every slot is written before it is read)
+  HugePageBuffer storage_;  // every layer's K and V pools, zeroed at construction
+  std::vector<uint8_t*> k_, v_;  // each layer's pools in storage_ (every slot is written before it is read)
   std::vector<kernels::KvLayerView> views_;
 };
 

@@ -14,8 +14,8 @@
 
 namespace pdserve::model {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
-  auto file = gguf::GgufFile::open(path);
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, gguf::FileMemory memory) {
+  auto file = gguf::GgufFile::open(path, memory);
   if (!file.ok()) return file.status();
   auto m = std::unique_ptr<Model>(new Model());
   m->file_ = std::move(file.value());

@@ -19,9 +19,12 @@ namespace pdserve::model {
 
 class Model {
  public:
-  /// Maps and validates `path` (GGUF), reads the config, binds the weights. Errors name
-  /// the file and the problem (e.g. a head dimension above kernels::kMaxHeadDim).
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  /// Maps and validates `path` (GGUF), reads the config, binds the weights. `memory`: the
+  /// weights in a private copy on huge pages (default, the faster decode) or left
+  /// memory-mapped (gguf::FileMemory). Errors name the file and the problem (e.g. a head
+  /// dimension above kernels::kMaxHeadDim).
+  static Result<std::unique_ptr<Model>> load(const std::string& path,
+                                             gguf::FileMemory memory = gguf::FileMemory::kHugePages);
 
   const ModelConfig& config() const { return config_; }
 

@@ -2,7 +2,9 @@
 // that name the problem for corrupt files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -92,6 +94,37 @@ TEST(Gguf, ReadsTheSharedModels) {
     EXPECT_GT(f.value()->tensors().size(), 10u);
     for (const auto& t : f.value()->tensors()) EXPECT_NE(t.data, nullptr) << t.name;
   }
+}
+
+// FileMemory::kHugePages (what a model loads with by default) gives the mapped file's
+// metadata and tensor bytes from its own copy (the mapping is gone by then); a corrupt
+// file is refused before anything is copied, with the same error.
+TEST(Gguf, AHugePageCopyHoldsTheFilesBytes) {
+  for (const char* m : {"stories260K", "synth-llama-small-q4_k_m"}) {
+    const std::string path = std::string("../shared/models/") + m + ".gguf";
+    auto mapped = GgufFile::open(path, FileMemory::kMmap);
+    auto copied = GgufFile::open(path, FileMemory::kHugePages);
+    ASSERT_TRUE(mapped.ok() && copied.ok()) << mapped.error() << copied.error();
+    const GgufFile &a = *mapped.value(), &b = *copied.value();
+    ASSERT_EQ(a.tensors().size(), b.tensors().size());
+    ASSERT_EQ(a.metadata().size(), b.metadata().size());
+    for (size_t i = 0; i < a.tensors().size(); ++i) {
+      const TensorInfo &x = a.tensors()[i], &y = b.tensors()[i];
+      EXPECT_EQ(x.name, y.name);
+      ASSERT_EQ(x.nbytes, y.nbytes);
+      EXPECT_NE(x.data, y.data) << "a copy, not the mapping";
+      EXPECT_EQ(std::memcmp(x.data, y.data, x.nbytes), 0) << m << " " << x.name;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(y.data) % 32, 0u);
+    }
+    EXPECT_EQ(*a.get_string("general.architecture"), *b.get_string("general.architecture"));
+  }
+  std::vector<uint8_t> cut = sample_writer().serialize();
+  cut.resize(cut.size() - 8);
+  const std::string path = tmp_path("cut_copy");
+  write_bytes(path, cut);
+  auto f = GgufFile::open(path, FileMemory::kHugePages);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().find("tensor 'h.weight'"), std::string::npos) << f.error();
 }
 
 std::string open_error(const std::vector<uint8_t>& bytes, const std::string& name) {
