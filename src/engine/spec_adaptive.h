@@ -39,8 +39,9 @@ inline constexpr int kSpecMaxGatedIdle = 256;
 
 /// Draft tokens to ask for in this step (0: none), counting an idle step down.
 /// Without `adaptive`, always k_max. `threshold` (SpecCostModel::threshold; 0: none)
-/// caps k by spec_cost_k once the sequence had a verification (its first proposal
-/// measures its acceptance); when it allows no row the sequence idles 2^closings steps
+/// caps k by spec_cost_k, with the prior acceptance 1/2 for the sequence's first proposal
+/// (which measures its acceptance: at least one token); when it allows no row the
+/// sequence idles 2^closings steps
 /// (at most kSpecMaxGatedIdle), then probes with one token. With threshold >= 1 no
 /// acceptance could pay: the sequence's first proposal is a 1-token probe (none when
 /// `cheap_probe` is false, e.g. a draft model that would first have to compute the whole
@@ -55,7 +56,11 @@ inline int spec_next_k(SpecState& st, int k_max, bool adaptive, double threshold
   const int k = std::min(st.k, k_max);
   if (threshold <= 0) return k;
   if (threshold >= 1) return st.verified == 0 && cheap_probe ? 1 : 0;
-  if (st.verified == 0) return k;
+  // The first proposal measures the sequence's acceptance: as many rows as the prior
+  // (1/2) pays for, but at least a 1-token probe (a proposer whose first proposal is
+  // costly, a draft model, gets its k: the prompt is paid for either way). A batch of new
+  // sequences then does not run k_max rows each that the gate would never have allowed.
+  if (st.verified == 0) return cheap_probe ? std::clamp(spec_cost_k(spec_acceptance(st), threshold, k), 1, k) : k;
   const int ck = spec_cost_k(spec_acceptance(st), threshold, k_max);
   if (ck > 0) {
     st.gated = 0;

@@ -103,7 +103,14 @@ TEST(SpecAdaptive, CostGateCutsKToRowsThatPayAndProbes) {
   EXPECT_EQ(engine::spec_cost_k(0.5, 0.6, 4), 0);
   EXPECT_EQ(engine::spec_cost_k(0.5, 0, 4), 4);
   engine::SpecState st;
-  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.99), 4);  // the first proposal is never gated
+  // The first proposal: the rows the prior acceptance 1/2 pays for, at least one.
+  for (const auto& [threshold, k] : {std::pair{0.05, 4}, {0.2, 2}, {0.45, 1}, {0.99, 1}}) {
+    engine::SpecState first;
+    EXPECT_EQ(engine::spec_next_k(first, 4, true, threshold), k) << threshold;
+  }
+  engine::SpecState costly_first;  // a draft model's first proposal: k (its prompt is paid anyway)
+  EXPECT_EQ(engine::spec_next_k(costly_first, 4, true, 0.99, false), 4);
+  EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.99), 1);
   engine::spec_update(st, 4, 4, 4);                       // acceptance (4.5 / 5) = 0.9
   EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.5), 4);    // 0.9^4 = 0.66 > 0.5
   EXPECT_EQ(engine::spec_next_k(st, 4, true, 0.85), 1);   // only 0.9 > 0.85
