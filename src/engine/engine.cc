@@ -2,11 +2,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 
 #include "base/clock.h"
+#include "base/huge_pages.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
@@ -562,7 +564,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   m.value()->reserve(cfg.max_batched_tokens, cfg.spec.method == SpecMethod::kOff
                                                  ? cfg.max_seqs
                                                  : std::min(cfg.max_batched_tokens, cfg.max_seqs * (cfg.spec.k + 1)));
-  auto draft = load_draft_model(cfg.spec, *m.value());
+  auto draft = load_draft_model(cfg.spec, *m.value(), cfg.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages);
   if (!draft.ok()) return draft.status();
 
   if (!kernels::kv_dtype_fits(cfg.kv_dtype, mc.head_dim))
@@ -582,6 +584,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   if (num_blocks <= 0 && cfg.kv_cache_mb <= 0)
     num_blocks = std::max(blocks_per_ctx, std::min<int64_t>(blocks_per_ctx * cfg.max_seqs, detail::kDefaultKvBudgetBytes / per_block));
   if (num_blocks < 1) return Status::InvalidArgument("the KV cache must hold at least one block (" + std::to_string(per_block) + " bytes)");
+  if (num_blocks > std::numeric_limits<int32_t>::max())
+    return Status::InvalidArgument("the KV cache of " + std::to_string(num_blocks) + " blocks is past the " +
+                                   std::to_string(std::numeric_limits<int32_t>::max()) +
+                                   " a block id can name; lower --kv-cache-mb / --num-kv-blocks");
+  if (const uint64_t avail = HugePageBuffer::available_memory(); avail > 0 && uint64_t(num_blocks) * per_block > avail)
+    return Status::InvalidArgument("the KV cache (" + std::to_string((num_blocks * per_block) >> 20) +
+                                   " MiB) does not fit in the available memory (" + std::to_string(avail >> 20) +
+                                   " MiB); lower --kv-cache-mb / --num-kv-blocks");
   shape.num_blocks = static_cast<int32_t>(num_blocks);
 
   SchedulerConfig sc;
@@ -591,8 +601,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   sc.policy = cfg.scheduling_policy;
   sc.token_eviction = cfg.kv_evict;
 
-  PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}", cfg.model_path, mc.n_layer,
-               mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx);
+  PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}; weights {} ({} MiB)",
+               cfg.model_path, mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx,
+               m.value()->file().memory() == gguf::FileMemory::kHugePages ? "copied to huge pages" : "memory-mapped",
+               m.value()->file().file_size() >> 20);
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));

@@ -21,9 +21,10 @@ std::string spec_config_error(const SpecConfig& cfg, const model::ModelConfig& t
   return {};
 }
 
-Result<std::unique_ptr<model::Model>> load_draft_model(const SpecConfig& cfg, const model::Model& target) {
+Result<std::unique_ptr<model::Model>> load_draft_model(const SpecConfig& cfg, const model::Model& target,
+                                                       gguf::FileMemory memory) {
   if (cfg.method != SpecMethod::kDraft) return std::unique_ptr<model::Model>();
-  auto d = model::Model::load(cfg.draft_model);
+  auto d = model::Model::load(cfg.draft_model, memory);
   if (!d.ok()) return Status::InvalidArgument("--draft-model: " + d.status().message());
   const model::ModelConfig &dc = d.value()->config(), &tc = target.config();
   const std::string what = "--draft-model " + cfg.draft_model + ": ";

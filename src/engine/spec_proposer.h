@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "engine/spec_config.h"
+#include "gguf/gguf.h"
 
 namespace pdserve::kv {
 class KvCacheManager;
@@ -60,8 +61,10 @@ std::string spec_config_error(const SpecConfig& cfg, const model::ModelConfig& t
 
 /// --speculative draft: loads --draft-model and checks it against `target` (same
 /// vocabulary size and tokens, an architecture the engine runs); nullptr for the other
-/// methods. Errors are one line naming the file.
-Result<std::unique_ptr<model::Model>> load_draft_model(const SpecConfig& cfg, const model::Model& target);
+/// methods. `memory`: as Model::load (the engine passes its --mmap). Errors are one line
+/// naming the file.
+Result<std::unique_ptr<model::Model>> load_draft_model(const SpecConfig& cfg, const model::Model& target,
+                                                       gguf::FileMemory memory = gguf::FileMemory::kHugePages);
 
 /// The proposer `cfg` asks for (nullptr for SpecMethod::kOff). `target` and `kv` are the
 /// engine's model and KV cache (they outlive the proposer); `draft`: load_draft_model's

@@ -79,7 +79,9 @@ struct TensorInfo {
 ///     (base/huge_pages.h), made after the file validates. For weights a decode step
 ///     streams through every token: with 4 KiB pages the TLB misses and the prefetchers'
 ///     stops at page boundaries cost up to a third of the decode rate (bench/RESULTS.md,
-///     "Weights and KV on huge pages"). Costs the file's size in private memory.
+///     "Weights and KV on huge pages"). Costs the file's size in private memory; a file
+///     of more than half the available memory (or whose copy cannot be allocated) stays
+///     mapped, with a warning.
 enum class FileMemory { kMmap, kHugePages };
 
 /// A GGUF file, mapped read-only or copied (FileMemory). Tensor data pointers stay valid
@@ -98,6 +100,9 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return size_; }
+  /// Where the bytes are: kHugePages only when open() made the copy (a file of more than
+  /// half the available memory, or one whose copy cannot be allocated, stays mapped).
+  FileMemory memory() const { return copy_.get() ? FileMemory::kHugePages : FileMemory::kMmap; }
 
   /// Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

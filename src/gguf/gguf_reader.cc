@@ -9,6 +9,8 @@
 
 #include "gguf/gguf.h"
 
+#include "base/log.h"
+
 namespace pdserve::gguf {
 
 namespace {
@@ -124,11 +126,13 @@ int64_t TensorInfo::n_elements() const {
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMemory memory) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
-  f->fd_ = ::open(path.c_str(), O_RDONLY);
+  f->fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);  // a FIFO must not block the open
   if (f->fd_ < 0) return Status::NotFound(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (fstat(f->fd_, &st) != 0) return Status::Internal(path + ": cannot stat: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(path + ": is a directory, not a GGUF file");
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument(path + ": is not a regular file (a device, pipe or socket), not a GGUF file");
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ < 4) return Status::InvalidArgument(path + ": not a GGUF file (only " + std::to_string(f->size_) + " bytes)");
   void* m = mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, f->fd_, 0);
@@ -137,7 +141,21 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMe
   Status s = f->parse();
   if (!s.ok()) return s.annotate(path);
   if (memory == FileMemory::kHugePages) {  // validated: copy, rebase the tensors, unmap
-    f->copy_ = HugePageBuffer(f->size_);
+    // A file that would take more than half the available memory stays mapped: the copy
+    // could push the machine into swap or the OOM killer, and a mapping pages in on demand.
+    const uint64_t avail = HugePageBuffer::available_memory();
+    if (avail > 0 && f->size_ > avail / 2) {
+      PDS_LOG_WARN("{}: {} MiB is more than half the available memory ({} MiB): the weights stay memory-mapped "
+                   "(as --mmap), not copied to huge pages",
+                   path, f->size_ >> 20, avail >> 20);
+      return f;
+    }
+    f->copy_ = HugePageBuffer::try_allocate(f->size_);
+    if (!f->copy_.get()) {
+      PDS_LOG_WARN("{}: cannot allocate {} MiB for a copy on huge pages ({}): the weights stay memory-mapped", path,
+                   f->size_ >> 20, std::strerror(errno));
+      return f;
+    }
     std::memcpy(f->copy_.get(), f->base_, f->size_);
     for (TensorInfo& t : f->tensors_) t.data = f->copy_.get() + (t.data - f->base_);
     munmap(const_cast<uint8_t*>(f->base_), f->size_);

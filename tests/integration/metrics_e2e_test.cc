@@ -51,8 +51,10 @@ TEST(Metrics, CountersMatchUsageAndWarmPassHitsTheCache) {
   auto m0 = scrape(srv);
   EXPECT_EQ(m0["pdserve_kv_blocks_used"], 0);
   EXPECT_GT(m0["pdserve_kv_blocks_total"], 0);
-  // The process's C heap holds at least the KV pool (allocated with new[]).
-  EXPECT_GE(m0["process_heap_bytes"], m0["pdserve_kv_bytes_total"]);
+  // The C heap is reported; the KV pool is not in it (one huge-page mapping of its own,
+  // base/huge_pages.h), so the heap of this small model's server is below the pool's size.
+  EXPECT_GT(m0["process_heap_bytes"], 0);
+  EXPECT_LT(m0["process_heap_bytes"], m0["pdserve_kv_bytes_total"]);
   EXPECT_GT(m0["pdserve_kv_bytes_total"], 0);
 
   int64_t prompt = 0, completion = 0, cached = 0;

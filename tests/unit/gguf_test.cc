@@ -138,6 +138,11 @@ TEST(Gguf, ErrorsNameTheProblem) {
   auto missing = GgufFile::open("/nonexistent/model.gguf");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().find("cannot open"), std::string::npos);
+  for (const char* special : {"/dev/zero", "/dev/null"}) {  // a device: refused at once, not read
+    auto dev = GgufFile::open(special);
+    ASSERT_FALSE(dev.ok()) << special;
+    EXPECT_NE(dev.error().find("not a regular file"), std::string::npos) << dev.error();
+  }
 
   EXPECT_NE(open_error({'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'}, "text").find("not a GGUF file"), std::string::npos);
   EXPECT_NE(open_error({'G', 'G'}, "tiny").find("not a GGUF file"), std::string::npos);
