@@ -15,7 +15,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 }
 
 HugePageBuffer::HugePageBuffer(size_t bytes) {
-  if (!map(bytes)) {
+  if (!map(bytes, /*fault_in=*/true)) {
     std::fprintf(stderr, "error: cannot allocate %zu MiB: %s\n", (bytes + (1 << 20) - 1) >> 20, std::strerror(errno));
     std::exit(1);
   }
@@ -23,11 +23,11 @@ HugePageBuffer::HugePageBuffer(size_t bytes) {
 
 HugePageBuffer HugePageBuffer::try_allocate(size_t bytes) {
   HugePageBuffer b;
-  b.map(bytes);
+  b.map(bytes, /*fault_in=*/false);
   return b;
 }
 
-bool HugePageBuffer::map(size_t bytes) {
+bool HugePageBuffer::map(size_t bytes, bool fault_in) {
   if (bytes == 0) return true;
   const size_t n = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   // Over-map by one huge page and trim, so the buffer starts on a 2 MiB boundary (THP only
@@ -43,7 +43,7 @@ bool HugePageBuffer::map(size_t bytes) {
   p_ = reinterpret_cast<uint8_t*>(start);
   n_ = n;
   madvise(p_, n_, MADV_HUGEPAGE);  // best effort: EINVAL where THP is compiled out
-  std::memset(p_, 0, n_);         // fault every page in now (the memory is already zero)
+  if (fault_in) std::memset(p_, 0, n_);  // fault every page in now (the memory is already zero)
   return true;
 }
 

@@ -1,9 +1,10 @@
 // HugePageBuffer: large, long-lived, 2 MiB-aligned anonymous memory that asks the kernel
 // for transparent huge pages (madvise(MADV_HUGEPAGE), Linux THP in "always" or "madvise"
-// mode). For the buffers a forward pass streams through every step (the KV pools): with
-// 4 KiB pages a 16k-token decode step touches tens of thousands of pages per layer and
-// misses the TLB on nearly every K/V row; 2 MiB pages cover them with a few hundred
-// entries. Where THP is off ("never") the buffer is ordinary memory: only speed differs.
+// mode). For the buffers a forward pass streams through every step (the weights' copy,
+// gguf::FileMemory; the KV pools): with 4 KiB pages a decode step misses the TLB on
+// nearly every page it reads and the prefetchers stop at each page boundary; 2 MiB pages
+// cover the same bytes with 512× fewer entries. Where THP is off ("never") the buffer is
+// ordinary memory: only speed differs.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +21,9 @@ class HugePageBuffer {
   /// uncaught operator new would end the process; callers that can do without the
   /// memory use try_allocate.
   explicit HugePageBuffer(size_t bytes);
-  /// As the constructor, but an empty buffer (get() == nullptr) when the memory cannot be
-  /// mapped.
+  /// For a caller about to fill the whole buffer (a copy): as the constructor, but the
+  /// pages are not zeroed or faulted in here (the caller's writes do that), and an empty
+  /// buffer (get() == nullptr) when the memory cannot be mapped.
   static HugePageBuffer try_allocate(size_t bytes);
   /// MemAvailable of /proc/meminfo in bytes (0 when unreadable): what can be allocated
   /// without swapping or evicting more than the page cache.
@@ -36,7 +38,7 @@ class HugePageBuffer {
   size_t size() const { return n_; }
 
  private:
-  bool map(size_t bytes);  // false: nothing mapped
+  bool map(size_t bytes, bool fault_in);  // false: nothing mapped
   uint8_t* p_ = nullptr;
   size_t n_ = 0;  // mapped bytes (a multiple of 2 MiB)
 };

@@ -548,7 +548,8 @@ using detail::EngineImpl;
 static_assert(SchedulingPolicy{} == SchedulingPolicy::kFcfs);
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
-  auto m = model::Model::load(cfg.model_path, cfg.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages);
+  const gguf::FileMemory weights_memory = cfg.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages;
+  auto m = model::Model::load(cfg.model_path, weights_memory);
   if (!m.ok()) return m.status();
   auto tok = tokenizer::Tokenizer::from_gguf(m.value()->file());
   if (!tok.ok()) return tok.status().annotate(cfg.model_path);
@@ -564,7 +565,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   m.value()->reserve(cfg.max_batched_tokens, cfg.spec.method == SpecMethod::kOff
                                                  ? cfg.max_seqs
                                                  : std::min(cfg.max_batched_tokens, cfg.max_seqs * (cfg.spec.k + 1)));
-  auto draft = load_draft_model(cfg.spec, *m.value(), cfg.mmap ? gguf::FileMemory::kMmap : gguf::FileMemory::kHugePages);
+  auto draft = load_draft_model(cfg.spec, *m.value(), weights_memory);
   if (!draft.ok()) return draft.status();
 
   if (!kernels::kv_dtype_fits(cfg.kv_dtype, mc.head_dim))
