@@ -27,7 +27,12 @@ RoutedChoice::~RoutedChoice() {
 }
 
 void RoutedChoice::join() {
-  if (thread_.joinable()) thread_.join();
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lk(thread_mu_);
+    t = std::move(thread_);
+  }
+  if (t.joinable()) t.join();
 }
 
 bool RoutedChoice::stopping() const { return out_->aborted() || host_.shutting_down(); }
@@ -187,6 +192,7 @@ Status RoutedChoice::open() {
 }
 
 void RoutedChoice::start() {
+  std::lock_guard<std::mutex> lk(thread_mu_);
   thread_ = std::thread([this] { run(); });
 }
 

@@ -146,6 +146,9 @@ class RoutedChoice {
   bool cancel_sent_ = false;
 
   std::atomic<bool> done_{false};
+  // The pump thread. thread_mu_ guards the handle: a pump that ends at once can make the
+  // watcher join() while start() is still storing it.
+  std::mutex thread_mu_;
   std::thread thread_;
 };
 
