@@ -22,6 +22,7 @@
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/weight_layout.h"
 #include "kernels/quants.h"
 
 namespace {
@@ -48,19 +49,22 @@ Matrix make_matrix(GgmlType t, int64_t rows, int64_t cols) {
   return m;
 }
 
-/// One matrix per (type, rows), built once.
-const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols) {
+/// One matrix per (type, rows, layout), built once; `tiles16`: in WeightLayout::kTiles16
+/// (kernels/weight_layout.h), as Model::load lays out Q4_0 / Q4_K.
+const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols, bool tiles16 = false) {
   static std::vector<std::unique_ptr<Matrix>> cache;
+  const auto layout = tiles16 ? pdserve::kernels::WeightLayout::kTiles16 : pdserve::kernels::WeightLayout::kRows;
   for (const auto& m : cache)
-    if (m->view.type == t && m->view.rows == rows) return *m;
+    if (m->view.type == t && m->view.rows == rows && m->view.layout == layout) return *m;
   cache.push_back(std::make_unique<Matrix>(make_matrix(t, rows, cols)));
+  if (tiles16) pdserve::kernels::tile16_in_place(cache.back()->view);
   return *cache.back();
 }
 
-void run_matmul(benchmark::State& state, GgmlType t, int64_t rows) {
+void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 = false) {
   const int64_t n = 2048;
   const int tokens = static_cast<int>(state.range(0));
-  const Matrix& m = cached_matrix(t, rows, n);
+  const Matrix& m = cached_matrix(t, rows, n, tiles16);
   std::vector<float> x(tokens * n), y(tokens * rows);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -80,6 +84,7 @@ void run_matmul(benchmark::State& state, GgmlType t, int64_t rows) {
 
 void BM_Matmul(benchmark::State& state, GgmlType t) { run_matmul(state, t, 2048); }
 void BM_MatmulStream(benchmark::State& state, GgmlType t) { run_matmul(state, t, 32768); }
+void BM_MatmulStreamTiles16(benchmark::State& state, GgmlType t) { run_matmul(state, t, 32768, true); }
 
 BENCHMARK_CAPTURE(BM_Matmul, F16, GgmlType::F16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, BF16, GgmlType::BF16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -92,6 +97,8 @@ BENCHMARK_CAPTURE(BM_MatmulStream, Q8_0, GgmlType::Q8_0)->Arg(1)->Unit(benchmark
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Streaming read of a 1 GiB buffer with `threads` OpenMP threads (each sums a contiguous
 // slice with 4 independent 64-bit accumulators; the compiler vectorises it). `prefetch`:

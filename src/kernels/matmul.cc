@@ -15,6 +15,7 @@
 #include "kernels/parallel.h"
 #include "kernels/qgemm.h"
 #include "kernels/quants.h"
+#include "kernels/weight_layout.h"
 
 namespace pdserve::kernels {
 
@@ -36,12 +37,14 @@ bool has_quant_kernel(Isa isa, GgmlType t) {
 
 namespace {
 
-// The one dispatch point of the quantised kernels: the ISA's kernel for the type and
-// order, falling back to the next path down for a type it lacks.
-QKernel select_qgemm(Isa isa, GgmlType t, QOrder order) {
+// The one dispatch point of the quantised kernels: the ISA's kernel for the type, order
+// and weight layout, falling back to the next path down for a type it lacks. A kernel
+// for another layout than the weight's gets its rows converted (run_gemm).
+QKernel select_qgemm(Isa isa, GgmlType t, QOrder order, WeightLayout layout) {
   isa = resolve_isa(isa);
   QKernel k;
-  if (isa == Isa::kAvx512Vnni) k = qgemm_avx512vnni(t, order);
+  if (isa == Isa::kAvx512Vnni && layout != WeightLayout::kRows) k = qgemm_avx512vnni_layout(t, order, layout);
+  if (!k.gemm && isa == Isa::kAvx512Vnni) k = qgemm_avx512vnni(t, order);
   if (!k.gemm && (isa == Isa::kAvx512Vnni || isa == Isa::kAvx2)) k = qgemm_avx2(t, order);
   if (!k.gemm) k = qgemm_scalar(t, order);
   return k;
@@ -64,6 +67,29 @@ uint8_t* act_scratch(size_t bytes) {
 }
 
 constexpr int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
+
+// k.gemm on rows [r0, r1) of w. A kernel that reads another layout than w's (a forced
+// ISA without a kernel for it) gets those rows in ggml's layout, converted into a
+// per-thread buffer first: slower, the same bits.
+void run_gemm(const QKernel& k, const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1,
+              float* y, QOrder order) {
+  if (k.layout == w.layout) {
+    k.gemm(w, act, act_stride, n_tok, r0, r1, y, w.rows, order);
+    return;
+  }
+  struct Buf {
+    std::vector<uint8_t> b;
+  };
+  thread_local Buf rows;
+  rows.b.resize(static_cast<size_t>((r1 - r0) * w.row_bytes));
+  untile16_rows(w, r0, r1, rows.b.data());
+  WeightView v = w;
+  v.data = rows.b.data();
+  v.rows = r1 - r0;
+  v.layout = WeightLayout::kRows;
+  // Outputs of rows r0.. land at y + r0, token stride w.rows, as the whole matrix's would.
+  k.gemm(v, act, act_stride, n_tok, 0, r1 - r0, y + r0, w.rows, order);
+}
 
 // Quantised matmuls of several weight matrices (same column count) on the same
 // activations: each activation format (Q8_0 / Q8_K) is quantised once and each distinct
@@ -108,7 +134,7 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& run = runs[i];
-    run.k = select_qgemm(isa, jobs[run.job].w->type, run.order);
+    run.k = select_qgemm(isa, jobs[run.job].w->type, run.order, jobs[run.job].w->layout);
     if (!run.k.pack) continue;
     for (size_t e = 0; e < i && run.packed_off < 0; ++e)
       if (runs[e].packs && runs[e].k.pack == run.k.pack && runs[e].order == run.order && runs[e].t0 == run.t0 &&
@@ -166,8 +192,8 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
       if (run.job != j) continue;
       const Format& f = formats[run.format];
       const uint8_t* a = run.k.pack ? act + run.packed_off : act + f.off + run.t0 * f.stride;
-      run.k.gemm(w, a, f.stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk), jobs[j].y + int64_t{run.t0} * w.rows,
-                 w.rows, run.order);
+      run_gemm(run.k, w, a, f.stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk),
+               jobs[j].y + int64_t{run.t0} * w.rows, run.order);
     }
   }
   if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / omp_get_num_threads());
@@ -222,6 +248,12 @@ void matmul_multi(const MatmulJob* jobs, int n_jobs, const float* x, int n_token
 }
 
 void dequantize_row(const WeightView& w, int64_t r, float* out) {
+  if (w.layout != WeightLayout::kRows) {
+    std::vector<uint8_t> row(static_cast<size_t>(w.row_bytes));
+    untile16_rows(w, r, r + 1, row.data());
+    dequantize(w.type, row.data(), out, w.cols);
+    return;
+  }
   dequantize(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, out, w.cols);
 }
 

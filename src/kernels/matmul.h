@@ -10,14 +10,25 @@
 
 namespace pdserve::kernels {
 
+/// How a weight matrix's bytes are laid out in memory.
+///  * kRows: ggml's (row-major, each row its blocks in order, as in the GGUF file);
+///  * kTiles16: Q4_0 / Q4_K in tiles of 16 rows, made once at load (kernels/weight_layout.h):
+///    per tile and block, the 16 rows' bytes transposed so that one 64-byte line holds 4
+///    bytes of each row — what the AVX-512 row kernels compute on, so a decode step
+///    streams the weights with no shuffles. Same bytes per tile as kRows, so a tile starts
+///    where its first row would.
+enum class WeightLayout : uint8_t { kRows, kTiles16 };
+
 /// A read-only weight matrix of `rows` × `cols` in a GGUF type (row-major, ggml layout:
-/// dims[0] = cols is contiguous). `data` points into the mapped model file.
+/// dims[0] = cols is contiguous, unless `layout` says otherwise). `data` points into the
+/// model file's memory (mapped or copied).
 struct WeightView {
   const void* data = nullptr;
   gguf::GgmlType type = gguf::GgmlType::F32;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 /// True when matmul() supports `type`: F32, F16, BF16 and the quantised types of

@@ -33,10 +33,13 @@ struct QKernel {
   QPackFn pack = nullptr;  // nullptr: gemm reads the quantize_act rows directly
   QPackBytesFn pack_bytes = nullptr;
   int pack_align = 1;
+  WeightLayout layout = WeightLayout::kRows;  // the weight layout gemm reads
 };
 
 QKernel qgemm_scalar(gguf::GgmlType t, QOrder order);
 QKernel qgemm_avx2(gguf::GgmlType t, QOrder order);        // qgemm_avx2.cc (AVX2 + FMA)
 QKernel qgemm_avx512vnni(gguf::GgmlType t, QOrder order);  // qgemm_avx512.cc (AVX-512 F/BW/VL/DQ + VNNI)
+/// The AVX-512 VNNI kernel that reads a non-kRows layout in place, if there is one.
+QKernel qgemm_avx512vnni_layout(gguf::GgmlType t, QOrder order, WeightLayout layout);
 
 }  // namespace pdserve::kernels

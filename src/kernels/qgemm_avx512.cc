@@ -22,4 +22,11 @@ QKernel qgemm_avx512vnni(gguf::GgmlType t, QOrder order) {
   }
 }
 
+QKernel qgemm_avx512vnni_layout(gguf::GgmlType t, QOrder order, WeightLayout layout) {
+  const bool repacked = order == QOrder::kRepackGemv || order == QOrder::kRepackGemm;
+  if (layout == WeightLayout::kTiles16 && repacked && t == gguf::GgmlType::Q4_0) return avx512::q4_0_tiles16_kernel();
+  if (layout == WeightLayout::kTiles16 && repacked && t == gguf::GgmlType::Q4_K) return avx512::q4_K_tiles16_kernel(order);
+  return {};
+}
+
 }  // namespace pdserve::kernels

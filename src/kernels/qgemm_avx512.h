@@ -28,7 +28,10 @@ QKernel legacy_pair_kernel(gguf::GgmlType t);
 QKernel kquant_pair_kernel(gguf::GgmlType t);
 // Row kernels of the repacked orders: Q4_0 (GEMV = GEMM order) and Q4_K (`order`).
 QKernel q4_0_row_kernel();
+// The row kernels on a WeightLayout::kTiles16 matrix (kernels/weight_layout.h).
+QKernel q4_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
+QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
 
 /// f16 at p (unaligned) as float.
 inline float load_f16(const void* p) {

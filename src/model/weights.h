@@ -61,6 +61,13 @@ struct Weights {
   /// Binds every tensor; errors name the missing tensor, a wrong shape or an
   /// unsupported type (e.g. "tensor 'blk.0.attn_q.weight' has shape [64, 32], expected [64, 64]").
   static Result<Weights> bind(const gguf::GgufFile& f, const ModelConfig& c);
+
+  /// Rewrites, in place, the layer matrices and output head that have a faster layout for
+  /// the AVX-512 kernels (kernels/weight_layout.h: Q4_0 in 16-row tiles) and marks their
+  /// views. The bytes must be the model's private copy (gguf::FileMemory::kHugePages),
+  /// never the mapped file. Products keep their bits on every ISA. Returns the bytes
+  /// rewritten.
+  int64_t relayout_for_kernels();
 };
 
 }  // namespace pdserve::model

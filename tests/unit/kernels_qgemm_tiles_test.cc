@@ -16,6 +16,7 @@
 #include "base/fp16.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
+#include "kernels/weight_layout.h"
 
 namespace pdserve {
 namespace {
@@ -158,6 +159,55 @@ TEST(KernelsQgemmTiles, ThreadCountDoesNotChangeResults) {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// Q4_0 and Q4_K rewritten into 16-row tiles (the layout Model::load gives the private copy
+// on an AVX-512 VNNI CPU): every path (the tile kernels; scalar and AVX2 through the row
+// conversion), alone and fused with a row-layout matrix, gives the bits of the scalar
+// path on the file's layout; rows and dequantised rows come back byte for byte.
+TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
+  std::mt19937 rng(31);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K})
+  for (int64_t cols : t == GgmlType::Q4_0 ? std::vector<int64_t>{32, 224, 512} : std::vector<int64_t>{256, 768})
+    for (int64_t rows : {16, 48, 144}) {
+      const Weights w = make_weights(t, rows, cols, rows == 48, rng);
+      Weights tiled = w;
+      tiled.view.data = tiled.bytes.data();
+      ASSERT_TRUE(kernels::can_tile16(tiled.view));
+      kernels::tile16_in_place(tiled.view);
+      ASSERT_EQ(tiled.view.layout, kernels::WeightLayout::kTiles16);
+      ASSERT_NE(0, std::memcmp(w.bytes.data(), tiled.bytes.data(), w.bytes.size())) << "the layout did not change";
+      std::vector<uint8_t> back(w.bytes.size());
+      kernels::untile16_rows(tiled.view, 0, rows, back.data());
+      EXPECT_EQ(back, w.bytes) << gguf::type_name(t) << " rows " << rows << " cols " << cols;
+      std::vector<float> d0(cols), d1(cols);
+      for (int64_t r : {int64_t{0}, rows / 2 + 1, rows - 1}) {
+        kernels::dequantize_row(w.view, r, d0.data());
+        kernels::dequantize_row(tiled.view, r, d1.data());
+        EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), cols * 4)) << "dequantised row " << r;
+      }
+      for (int n : {1, 2, 5, 16, 17, 35})
+        for (int pattern : {0, 1, 2}) {
+          const std::vector<float> x = make_x(n, cols, n == 17, rng);
+          const std::vector<uint8_t> flags = make_flags(n, pattern);
+          std::vector<float> want(n * rows);
+          kernels::matmul(w.view, x.data(), n, want.data(), flags.data(), kernels::Isa::kScalar);
+          for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512Vnni}) {
+            if (!kernels::isa_available(isa)) continue;
+            const std::string what = gguf::type_name(t) + " " + kernels::isa_name(isa) + " rows " + std::to_string(rows) + " cols " +
+                                     std::to_string(cols) + " tokens " + std::to_string(n) + " flags " + std::to_string(pattern);
+            std::vector<float> got(n * rows, -1.f);
+            kernels::matmul(tiled.view, x.data(), n, got.data(), flags.data(), isa);
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << what;
+            // Fused with a row-layout matrix of the same type (they share packed activations).
+            std::vector<float> y_tiled(n * rows, -1.f), y_rows(n * rows, -1.f);
+            const kernels::MatmulJob jobs[2] = {{&tiled.view, y_tiled.data()}, {&w.view, y_rows.data()}};
+            kernels::matmul_multi(jobs, 2, x.data(), n, flags.data(), isa);
+            EXPECT_EQ(0, std::memcmp(want.data(), y_tiled.data(), want.size() * 4)) << "fused tiled " << what;
+            EXPECT_EQ(0, std::memcmp(want.data(), y_rows.data(), want.size() * 4)) << "fused rows " << what;
+          }
+        }
+    }
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Weight layouts other than ggml's row order (WeightLayout, kernels/matmul.h), made once at
+// load time in the model's private copy of the weights.
+//
+// kTiles16 (Q4_0, Q4_K): a matrix of R rows (R % 16 == 0) is R / 16 tiles; tile T holds
+// rows 16T .. 16T + 15 in the bytes those rows take in ggml's layout (16 · row_bytes, at
+// the same offset), block after block: block b of the 16 rows (Q4_0: 32 values, 18 bytes
+// a row; Q4_K: a 256-value super-block, 144 bytes a row) is 16 · block bytes at that
+// many times b, and inside it
+//   Q4_0: bytes [0, 32) the 16 rows' f16 scales d, row r at 2r; then for k = 0..3,
+//         bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3 of every row, row r at 4r;
+//   Q4_K: for each 16-byte slice s = 0..8 of the block (d, dmin, scales, then qs) and
+//         k = 0..3, bytes [256s + 64k, 256s + 64k + 64): the slice's bytes 4k .. 4k + 3
+//         of every row, row r at 4r.
+// So one 64-byte load holds one int32 lane per row: what the AVX-512 row kernels
+// (qgemm_avx512_repack.cc) otherwise build with a 16×16 transposition per slice. This is
+// llama.cpp's idea of repacking at load (ggml-cpu/repack.cpp: block_q4_0x8, block_q4_Kx8)
+// with the interleave our kernels need. The bits of every product are unchanged: the
+// kernels' arithmetic does not depend on the layout.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace pdserve::kernels {
+
+/// True when `w` can take WeightLayout::kTiles16: Q4_0 or Q4_K in ggml's layout,
+/// rows % 16 == 0.
+bool can_tile16(const WeightView& w);
+
+/// Rewrites `w`'s bytes (which must be writable: the model's private copy) into
+/// kTiles16 and sets w.layout. Requires can_tile16(w). Parallel over tiles (OpenMP).
+void tile16_in_place(WeightView& w);
+
+/// Writes rows [r0, r1) of a kTiles16 matrix to `out` in ggml's row layout
+/// ((r1 − r0) · row_bytes bytes).
+void untile16_rows(const WeightView& w, int64_t r0, int64_t r1, uint8_t* out);
+
+}  // namespace pdserve::kernels
