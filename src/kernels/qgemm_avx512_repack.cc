@@ -12,6 +12,7 @@
 // the transposition: the same arithmetic on the bytes as they lie.
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/qgemm_avx512.h"
@@ -29,7 +30,6 @@ constexpr int kMaxTok = 16;
 struct RowTile {
   const uint8_t* rp[16];
   __mmask16 mask;
-  static constexpr bool kPrefetch = true;  // 16 row streams: TilePrefetch makes them one
   RowTile(const WeightView& w, int64_t rt, int64_t r1) {
     const auto* base = static_cast<const uint8_t*>(w.data);
 #pragma GCC unroll 16
@@ -38,19 +38,34 @@ struct RowTile {
   }
   /// Bytes [off, off + 16) of block i (of `block_bytes` a row) of the 16 rows, transposed.
   void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const { transpose16x16(rp, i * block_bytes + off, out); }
+  /// Q4_0 block b of the 16 rows: the quant bytes transposed, the scales as floats.
+  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
+    const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
+    transpose16x16(rp, bo + 2, raw);
+    // The 16 rows' scales: scalar loads (a gather here costs more than the rest of the block).
+    alignas(32) uint16_t dh[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rp[r] + bo, 2);
+    *dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+  }
 };
 
-/// A 16-row tile of a WeightLayout::kTiles16 matrix (Q4_K, weight_layout.h): the same
-/// slices as RowTile's, loaded as they lie.
+/// A 16-row tile of a WeightLayout::kTiles16 matrix (weight_layout.h): the same Q4_0
+/// blocks and Q4_K slices as RowTile's, loaded as they lie.
 struct Tiles16 {
   const uint8_t* tile;
   static constexpr __mmask16 mask = 0xFFFF;
-  static constexpr bool kPrefetch = true;  // measured: gate+up 6.4 -> 6.0 ms a step (TinyLlama Q4_K_M, 2 threads)
   Tiles16(const WeightView& w, int64_t rt, int64_t) : tile(static_cast<const uint8_t*>(w.data) + rt * w.row_bytes) {}
   void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const {
     const uint8_t* p = tile + 16 * (i * block_bytes + off);  // off % 16 == 0: slice off / 16
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512(p + 64 * k);
+  }
+  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
+    const uint8_t* p = tile + b * 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) raw[k] = _mm512_loadu_si512(p + 32 + 64 * k);
   }
 };
 
@@ -89,27 +104,23 @@ void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_strid
   }
 }
 
-template <int TT>
-void q40_tile(const RowTile& rt, const TilePrefetch& pf, const Q40Block* const* at, int64_t nb, float* y, int64_t ldy) {
+// Src: RowTile (ggml's layout) or Tiles16 (then r0, r1 are multiples of 16).
+template <int TT, class Src>
+void q40_tile(const Src& rt, const TilePrefetch& pf, const Q40Block* const* at, int64_t nb, float* y, int64_t ldy) {
   __m512 acc[TT];
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     pf.part(b);
-    const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
     __m512i raw[4], wv[8];
-    transpose16x16(rt.rp, bo + 2, raw);
+    __m512 dw;
+    rt.q4_0_block(b, raw, &dw);
 #pragma GCC unroll 16
     for (int k = 0; k < 4; ++k) {
       wv[k] = _mm512_and_si512(raw[k], m4);                             // elements 4k .. 4k+3
       wv[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);  // elements 16+4k ..
     }
-    // The 16 rows' scales: scalar loads (a gather here costs more than the rest of the block).
-    alignas(32) uint16_t dh[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rt.rp[r] + bo, 2);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) {
       const Q40Block& a = at[t][b];
@@ -123,79 +134,27 @@ void q40_tile(const RowTile& rt, const TilePrefetch& pf, const Q40Block* const* 
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, acc[t]);
 }
 
-template <int... I>
+template <class Src, int... I>
 constexpr auto q40_tiles(std::integer_sequence<int, I...>) {
-  return std::array<void (*)(const RowTile&, const TilePrefetch&, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{q40_tile<I + 1>...};
+  return std::array<void (*)(const Src&, const TilePrefetch&, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{
+      q40_tile<I + 1, Src>...};
 }
 
+template <class Src>
 void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy, QOrder) {
-  static constexpr auto tiles = q40_tiles(std::make_integer_sequence<int, kMaxTok>{});
+  static constexpr auto tiles = q40_tiles<Src>(std::make_integer_sequence<int, kMaxTok>{});
+  // Tiles16: no software prefetch. Its tile is one sequential stream, which the hardware
+  // prefetchers follow (measured: gate+up 7.0 -> 6.7 ms a step without it, TinyLlama Q4_0,
+  // 2 threads); the 16 row streams of RowTile need it.
+  constexpr bool kPrefetch = std::is_same_v<Src, RowTile>;
   const int64_t nb = w.cols / 32;
-  const auto* packed = reinterpret_cast<const Q40Block*>(act);
-  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
-    const int tt = std::min(kMaxTok, n_tok - t0);
-    const Q40Block* at[kMaxTok];
-    for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
-    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](RowTile(w, r, r1), TilePrefetch(w, r + 16, 16, nb), at, nb, y + t0 * ldy + r, ldy);
-  }
-}
-
-/// One tile of a WeightLayout::kTiles16 matrix (weight_layout.h) against TT tokens:
-/// q40_tile's arithmetic on the quants and scales as they lie in memory (the layout is
-/// what transpose16x16 and the scale loads build there), so a decode step is loads,
-/// nibble masks, VPDPBUSD and one FMA per block of 16 rows.
-template <int TT>
-void q40_tiles16_tile(const uint8_t* tile, const TilePrefetch& pf, const Q40Block* const* at, int64_t nb, float* y, int64_t ldy) {
-  __m512 acc[TT];
-#pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  for (int64_t b = 0; b < nb; ++b) {
-    pf.part(b);
-    const uint8_t* blk = tile + b * 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    __m512i wv[8];
-#pragma GCC unroll 16
-    for (int k = 0; k < 4; ++k) {
-      const __m512i raw = _mm512_loadu_si512(blk + 32 + 64 * k);
-      wv[k] = _mm512_and_si512(raw, m4);                             // elements 4k .. 4k+3
-      wv[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);  // elements 16+4k ..
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) {
-      const Q40Block& a = at[t][b];
-      __m512i s = _mm512_set1_epi32(a.neg_corr);
-#pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) s = _mm512_dpbusd_epi32(s, wv[k], _mm512_set1_epi32(load_i32(a.q + 4 * k)));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
-}
-
-template <int... I>
-constexpr auto q40_tiles16_tiles(std::integer_sequence<int, I...>) {
-  return std::array<void (*)(const uint8_t*, const TilePrefetch&, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{
-      q40_tiles16_tile<I + 1>...};
-}
-
-// r0 and r1 are multiples of 16 (matmul.cc's row chunks are; a kTiles16 matrix has
-// rows % 16 == 0).
-void q40_tiles16_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy,
-                      QOrder) {
-  static constexpr auto tiles = q40_tiles16_tiles(std::make_integer_sequence<int, kMaxTok>{});
-  const int64_t nb = w.cols / 32;
-  const auto* base = static_cast<const uint8_t*>(w.data);
   const auto* packed = reinterpret_cast<const Q40Block*>(act);
   for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
     const int tt = std::min(kMaxTok, n_tok - t0);
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
     for (int64_t r = r0; r < r1; r += 16)
-      // No software prefetch: one sequential stream, which the hardware prefetchers follow
-      // (measured: gate+up 7.0 -> 6.7 ms a step without it, TinyLlama Q4_0, 2 threads).
-      tiles[tt - 1](base + r * w.row_bytes, TilePrefetch(w, w.rows, 16, nb), at, nb, y + t0 * ldy + r, ldy);
+      tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, kPrefetch ? r + 16 : w.rows, 16, nb), at, nb, y + t0 * ldy + r, ldy);
   }
 }
 
@@ -296,8 +255,9 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
     const int tt = std::min(kMaxTok, n_tok - t0);
     const ActQ8K* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);
-    for (int64_t r = r0; r < r1; r += 16)
-      tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, Src::kPrefetch ? r + 16 : w.rows, 16, nsb), at, nsb, y + t0 * ldy + r, ldy);
+    // Both layouts prefetch the next tile (Tiles16 measured: gate+up 6.4 -> 6.0 ms a step
+    // with it, TinyLlama Q4_K_M, 2 threads).
+    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, r + 16, 16, nsb), at, nsb, y + t0 * ldy + r, ldy);
   }
 }
 
@@ -305,7 +265,7 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
 
 QKernel q4_0_row_kernel() {
   QKernel k;
-  k.gemm = q40_gemm;
+  k.gemm = q40_gemm<RowTile>;
   k.pack = q40_pack;
   k.pack_bytes = q40_pack_bytes;
   return k;
@@ -313,7 +273,7 @@ QKernel q4_0_row_kernel() {
 
 QKernel q4_0_tiles16_kernel() {
   QKernel k = q4_0_row_kernel();
-  k.gemm = q40_tiles16_gemm;
+  k.gemm = q40_gemm<Tiles16>;
   k.layout = WeightLayout::kTiles16;
   return k;
 }
