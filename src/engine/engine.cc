@@ -602,10 +602,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   sc.policy = cfg.scheduling_policy;
   sc.token_eviction = cfg.kv_evict;
 
-  PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}; weights {} ({} MiB)",
+  PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}; weights {} ({} MiB{})",
                cfg.model_path, mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx,
                m.value()->file().memory() == gguf::FileMemory::kHugePages ? "copied to huge pages" : "memory-mapped",
-               m.value()->file().file_size() >> 20);
+               m.value()->file().file_size() >> 20,
+               m.value()->relaid_bytes() > 0
+                   ? ", " + std::to_string(m.value()->relaid_bytes() >> 20) + " MiB of them in 16-row tiles"
+                   : std::string());
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));

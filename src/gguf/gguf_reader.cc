@@ -254,6 +254,19 @@ Status GgufFile::parse() {
                            ") is outside the file (size " + std::to_string(size_) + "; truncated file?)");
     ti.data = base_ + begin;
   }
+  // Tensors may not share bytes (ggml's reader even wants them consecutive): the model's
+  // private copy rewrites some matrices in place (kernels/weight_layout.h), which would
+  // change another tensor's bytes under it.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& ti : tensors_)
+    if (ti.nbytes > 0) by_offset.push_back(&ti);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo &a = *by_offset[i - 1], &b = *by_offset[i];
+    if (b.offset < a.offset + a.nbytes)
+      return Status::InvalidArgument("tensor '" + b.name + "' data (offset " + std::to_string(b.offset) + ") overlaps tensor '" +
+                                     a.name + "' (offset " + std::to_string(a.offset) + ", " + std::to_string(a.nbytes) + " bytes)");
+  }
   return Status::Ok();
 }
 

@@ -18,28 +18,42 @@ constexpr int64_t kTileRows = 16;
 // Bytes of one block (Q4_0: 32 values, Q4_K: a 256-value super-block) of one row.
 int64_t block_bytes(GgmlType t) { return t == GgmlType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_K); }
 
-// Where byte j of row r's block goes inside the tile's block (16 · block_bytes bytes).
-int64_t tiled_offset(GgmlType t, int64_t r, int64_t j) {
+// A run of `size` bytes at `src` in a row's block that lands at dst + size · r in the tile's
+// block (16 · block_bytes bytes) for row r of the tile.
+struct Unit {
+  int64_t src, dst, size;
+};
+
+std::vector<Unit> units(GgmlType t) {
+  std::vector<Unit> u;
   if (t == GgmlType::Q4_0) {
-    if (j < 2) return 2 * r + j;  // the scales first
-    const int64_t q = j - 2;      // quant byte q: dword q / 4
-    return 32 + 64 * (q / 4) + 4 * r + q % 4;
+    u.push_back({0, 0, 2});                                          // the scales first
+    for (int64_t k = 0; k < 4; ++k) u.push_back({2 + 4 * k, 32 + 64 * k, 4});  // quant dword k
+  } else {
+    for (int64_t s = 0; s < 9; ++s)  // 16-byte slice s, dword k
+      for (int64_t k = 0; k < 4; ++k) u.push_back({16 * s + 4 * k, 256 * s + 64 * k, 4});
   }
-  return 256 * (j / 16) + 64 * (j % 16 / 4) + 4 * r + j % 4;  // 16-byte slice j / 16
+  return u;
 }
 
-// Every block of the tile at `tiled`: rows (kTileRows × row_bytes, ggml's layout) <-> tiles.
+// Rows [r_begin, r_end) of a tile (in-tile indices): `rows` (those rows in ggml's layout,
+// row_bytes apart) <-> the tile at `tiled`.
 template <bool kToTiles>
 void convert_tile(GgmlType t, int64_t row_bytes, int64_t r_begin, int64_t r_end, uint8_t* rows, uint8_t* tiled) {
   const int64_t bb = block_bytes(t), nb = row_bytes / bb;
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t r = r_begin; r < r_end; ++r)
-      for (int64_t j = 0; j < bb; j += 2) {  // both layouts keep byte pairs (and dwords) together
-        uint8_t* row_at = rows + (r - r_begin) * row_bytes + b * bb + j;
-        uint8_t* tile_at = tiled + b * kTileRows * bb + tiled_offset(t, r, j);
-        if constexpr (kToTiles) std::memcpy(tile_at, row_at, 2);
-        else std::memcpy(row_at, tile_at, 2);
+  const std::vector<Unit> us = units(t);
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    uint8_t* row = rows + (r - r_begin) * row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = row + b * bb;
+      uint8_t* tblk = tiled + b * kTileRows * bb;
+      for (const Unit& u : us) {
+        uint8_t* at = tblk + u.dst + u.size * r;
+        if (u.size == 4) std::memcpy(kToTiles ? at : blk + u.src, kToTiles ? blk + u.src : at, 4);
+        else std::memcpy(kToTiles ? at : blk + u.src, kToTiles ? blk + u.src : at, 2);
       }
+    }
+  }
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, gguf::FileMe
   // The private copy can take the kernels' own layout; a mapped file is read-only (and
   // shared), so --mmap keeps ggml's.
   if (m->file_->memory() == gguf::FileMemory::kHugePages && kernels::best_isa() == kernels::Isa::kAvx512Vnni)
-    m->weights_.relayout_for_kernels();
+    m->relaid_bytes_ = m->weights_.relayout_for_kernels();
   m->set_context_length(m->config_.n_ctx);
   return m;
 }

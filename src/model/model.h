@@ -35,6 +35,8 @@ class Model {
   /// the file's context_length (as llama.cpp does with no -c).
   void set_context_length(int n_ctx_per_seq);
   const gguf::GgufFile& file() const { return *file_; }
+  /// Bytes of weight matrices load() rewrote into the kernels' layout (Weights::relayout_for_kernels).
+  int64_t relaid_bytes() const { return relaid_bytes_; }
 
   /// Sizes the activation workspace for batches of up to `max_tokens` tokens of which up
   /// to `max_logits_rows` need logits (an engine: its token budget and max sequences), so
@@ -66,6 +68,7 @@ class Model {
 
  private:
   std::unique_ptr<gguf::GgufFile> file_;
+  int64_t relaid_bytes_ = 0;
   ModelConfig config_;
   Weights weights_;
   Workspace ws_;

@@ -290,5 +290,32 @@ TEST(Gguf, TensorElementCountOverflowIsAnError) {
   std::remove(path.c_str());
 }
 
+// Two tensors whose data overlap are refused, naming both: the model's private copy
+// rewrites some matrices in place (kernels/weight_layout.h), which would change the other's
+// bytes (found by a helper with a hand-edited file). Tensors that only touch are fine.
+TEST(Gguf, OverlappingTensorDataIsAnError) {
+  for (uint64_t second : {uint64_t{96}, uint64_t{128}}) {  // 128 bytes each: overlapping, then adjacent
+    std::vector<uint8_t> b = header(2, 0);
+    for (const auto& [name, offset] : {std::pair<std::string, uint64_t>{"a.weight", 0}, {"b.weight", second}}) {
+      put_str(b, name);
+      put_u32(b, 1);
+      put_u64(b, 32);
+      put_u32(b, static_cast<uint32_t>(GgmlType::F32));
+      put_u64(b, offset);
+    }
+    b.resize((b.size() + 31) / 32 * 32 + 256, 0);
+    const std::string path = ::testing::TempDir() + "pds_gguf_overlap";
+    { std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size()); }
+    auto f = GgufFile::open(path);
+    if (second < 128) {
+      ASSERT_FALSE(f.ok());
+      EXPECT_NE(f.error().find("tensor 'b.weight' data (offset 96) overlaps tensor 'a.weight'"), std::string::npos) << f.error();
+    } else {
+      EXPECT_TRUE(f.ok()) << f.error();
+    }
+    std::remove(path.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace pdserve::gguf
