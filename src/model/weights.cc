@@ -1,7 +1,7 @@
 #include "model/weights.h"
 
-#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/weight_layout.h"
 
@@ -170,31 +170,19 @@ Result<Weights> Weights::bind(const gguf::GgufFile& f, const ModelConfig& c) {
 }
 
 int64_t Weights::relayout_for_kernels() {
-  // Every matrix view of the layers and the output head (not the embedding table, which
-  // is read row by row), grouped by the bytes it views: a tensor viewed twice is
-  // rewritten once and every view of it told.
+  // Every matrix of the layers and an untied output head (not the embedding table, which is
+  // read row by row). No two views share bytes: phi3's split views are disjoint row ranges,
+  // and the GGUF reader refuses overlapping tensors.
   std::vector<kernels::WeightView*> views;
   for (LayerWeights& L : layers)
     for (kernels::WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) views.push_back(v);
   if (output.data != tok_embd.data) views.push_back(&output);
-  std::stable_sort(views.begin(), views.end(), [](const kernels::WeightView* a, const kernels::WeightView* b) {
-    return std::less<const void*>()(a->data, b->data);
-  });
   int64_t bytes = 0;
-  for (size_t i = 0; i < views.size();) {
-    size_t j = i + 1;
-    bool same = true;
-    while (j < views.size() && views[j]->data == views[i]->data) {
-      same = same && views[j]->rows == views[i]->rows && views[j]->type == views[i]->type;
-      ++j;
+  for (kernels::WeightView* v : views)
+    if (v->data && kernels::can_tile16(*v)) {
+      kernels::tile16_in_place(*v);
+      bytes += v->rows * v->row_bytes;
     }
-    if (views[i]->data && same && kernels::can_tile16(*views[i])) {
-      kernels::tile16_in_place(*views[i]);
-      bytes += views[i]->rows * views[i]->row_bytes;
-      for (size_t k = i + 1; k < j; ++k) views[k]->layout = views[i]->layout;
-    }
-    i = j;
-  }
   return bytes;
 }
 
