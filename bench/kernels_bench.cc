@@ -1,5 +1,5 @@
 // Google Benchmark of kernels::matmul on a 2048×2048 weight matrix (F16, BF16, Q8_0, Q4_0,
-// Q4_K, Q6_K) with 1 and 32 tokens (the matrix stays in the last-level cache), one-token
+// Q4_K, Q5_K, Q6_K) with 1 and 32 tokens (the matrix stays in the last-level cache), one-token
 // products with a 32768×2048 matrix read from memory (BM_MatmulStream: a decode step's
 // access pattern), plus this machine's streaming-read bandwidth (the bound a decode step,
 // which reads every weight once, cannot beat; BM_StreamReadPrefetch with software prefetch).
@@ -50,7 +50,7 @@ Matrix make_matrix(GgmlType t, int64_t rows, int64_t cols) {
 }
 
 /// One matrix per (type, rows, layout), built once; `tiles16`: in WeightLayout::kTiles16
-/// (kernels/weight_layout.h), as Model::load lays out Q4_0 / Q4_K.
+/// (kernels/weight_layout.h), as Model::load lays out Q4_0 and the K-quants.
 const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols, bool tiles16 = false) {
   static std::vector<std::unique_ptr<Matrix>> cache;
   const auto layout = tiles16 ? pdserve::kernels::WeightLayout::kTiles16 : pdserve::kernels::WeightLayout::kRows;
@@ -69,8 +69,10 @@ void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (float& v : x) v = nd(rng);
-  // Multi-token batches as a prompt (GEMM order), one token as a decode step.
-  std::vector<uint8_t> order(tokens, tokens > 1 ? 1 : 0);
+  // Multi-token batches as a prompt (GEMM order; micro-batches of >= 8 tokens tiled, as
+  // kernels::gemm_order_flag gives them), one token as a decode step.
+  const uint8_t prompt = static_cast<uint8_t>(1 | (tokens >= 8 ? pdserve::kernels::kGemmTiledBatch : 0));
+  std::vector<uint8_t> order(tokens, tokens > 1 ? prompt : 0);
   for (auto _ : state) {
     pdserve::kernels::matmul(m.view, x.data(), tokens, y.data(), order.data());
     benchmark::DoNotOptimize(y.data());
@@ -91,14 +93,18 @@ BENCHMARK_CAPTURE(BM_Matmul, BF16, GgmlType::BF16)->Arg(1)->Arg(32)->Unit(benchm
 BENCHMARK_CAPTURE(BM_Matmul, Q8_0, GgmlType::Q8_0)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Matmul, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, F16, GgmlType::F16)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q8_0, GgmlType::Q8_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStream, Q5_K, GgmlType::Q5_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Streaming read of a 1 GiB buffer with `threads` OpenMP threads (each sums a contiguous
 // slice with 4 independent 64-bit accumulators; the compiler vectorises it). `prefetch`:

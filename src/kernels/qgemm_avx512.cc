@@ -14,7 +14,9 @@ QKernel qgemm_avx512vnni(gguf::GgmlType t, QOrder order) {
     case GgmlType::Q4_K:
       if (order == QOrder::kTiled) return {};  // the AVX2 kernel (matmul.cc falls back)
       return order == QOrder::kVecDot ? avx512::kquant_pair_kernel(t) : avx512::q4_K_row_kernel(order);
-    case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q5_K:
+      return avx512::kquant_row_kernel(t, order, WeightLayout::kRows);
+    case GgmlType::Q6_K:
       if (order == QOrder::kTiled) return {};
       return avx512::kquant_pair_kernel(t);
     default:
@@ -26,6 +28,8 @@ QKernel qgemm_avx512vnni_layout(gguf::GgmlType t, QOrder order, WeightLayout lay
   const bool repacked = order == QOrder::kRepackGemv || order == QOrder::kRepackGemm;
   if (layout == WeightLayout::kTiles16 && repacked && t == gguf::GgmlType::Q4_0) return avx512::q4_0_tiles16_kernel();
   if (layout == WeightLayout::kTiles16 && repacked && t == gguf::GgmlType::Q4_K) return avx512::q4_K_tiles16_kernel(order);
+  if (layout == WeightLayout::kTiles16 && (t == gguf::GgmlType::Q5_K || t == gguf::GgmlType::Q6_K))
+    return avx512::kquant_row_kernel(t, order, layout);
   return {};
 }
 

@@ -7,24 +7,27 @@
 //  * pair kernels (vec_dot orders): a 512-bit register holds one weight block (or
 //    32-value chunk) twice and the same block of two tokens, so its int32 lanes are the
 //    scalar path's 8 group lanes for both tokens (qgemm_avx512_legacy.cc, _kquant.cc);
-//  * row kernels (llama.cpp's repacked orders, one float per row and token): 16 rows'
-//    weights are transposed on the fly so each int32 lane is one row, and every token's
-//    activations are broadcast 4 bytes at a time (qgemm_avx512_repack.cc).
+//  * row kernels: 16 rows' weights are transposed (on the fly, RowTile, or once at load,
+//    Tiles16) so each int32 lane is one row, and every token's activations are broadcast
+//    4 bytes at a time: llama.cpp's repacked orders, one float per row and token
+//    (qgemm_avx512_repack.cc), and the K-quants' vec_dot / tiled orders (qgemm_avx512_krows.cc).
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/qgemm.h"
+#include "kernels/quant_types.h"
 #include "kernels/tile_prefetch.h"
 
 namespace pdserve::kernels::avx512 {
 
 // Pair kernels of the 32-blocks (Q8_0, Q4_0, Q4_1, Q5_0), vec_dot order.
 QKernel legacy_pair_kernel(gguf::GgmlType t);
-// Pair kernels of the K-quants (Q4_K, Q5_K, Q6_K), vec_dot order.
+// Pair kernels of the K-quants Q4_K and Q6_K, vec_dot order.
 QKernel kquant_pair_kernel(gguf::GgmlType t);
 // Row kernels of the repacked orders: Q4_0 (GEMV = GEMM order) and Q4_K (`order`).
 QKernel q4_0_row_kernel();
@@ -32,6 +35,9 @@ QKernel q4_0_row_kernel();
 QKernel q4_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
+// Row kernels of Q5_K (kVecDot, kTiled) and Q6_K (kVecDot) in ggml's orders, on a matrix
+// in `layout` (kRows or kTiles16); no kernel (gemm null) for other types and orders.
+QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);
 
 /// f16 at p (unaligned) as float.
 inline float load_f16(const void* p) {
@@ -65,5 +71,62 @@ inline void transpose16x16(const uint8_t* const* rp, int64_t off, __m512i out[4]
   out[2] = _mm512_unpacklo_epi64(t1, t3);
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
+
+/// Row pointers of a 16-row tile (rows past r1 repeat the last row) and the mask of the
+/// real ones.
+struct RowTile {
+  const uint8_t* rp[16];
+  __mmask16 mask;
+  RowTile(const WeightView& w, int64_t rt, int64_t r1) {
+    const auto* base = static_cast<const uint8_t*>(w.data);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) rp[r] = base + std::min(rt + r, r1 - 1) * w.row_bytes;
+    mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, r1 - rt)) - 1);
+  }
+  /// Bytes [off, off + 16) of block i (of `block_bytes` a row) of the 16 rows, transposed.
+  void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const { transpose16x16(rp, i * block_bytes + off, out); }
+  /// The f16 at byte `off` of block i of the 16 rows, as floats (Q6_K's d).
+  __m512 f16(int64_t block_bytes, int64_t i, int64_t off) const {
+    alignas(32) uint16_t dh[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rp[r] + i * block_bytes + off, 2);
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+  }
+  /// Q4_0 block b of the 16 rows: the quant bytes transposed, the scales as floats.
+  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
+    const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
+    transpose16x16(rp, bo + 2, raw);
+    // The 16 rows' scales: scalar loads (a gather here costs more than the rest of the block).
+    alignas(32) uint16_t dh[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rp[r] + bo, 2);
+    *dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+  }
+};
+
+/// A 16-row tile of a WeightLayout::kTiles16 matrix (weight_layout.h): the same Q4_0
+/// blocks and K-quant slices as RowTile's, loaded as they lie.
+struct Tiles16 {
+  const uint8_t* tile;
+  static constexpr __mmask16 mask = 0xFFFF;
+  Tiles16(const WeightView& w, int64_t rt, int64_t) : tile(static_cast<const uint8_t*>(w.data) + rt * w.row_bytes) {}
+  void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const {
+    const uint8_t* p = tile + 16 * (i * block_bytes + off);  // off % 16 == 0: slice off / 16
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512(p + 64 * k);
+  }
+  /// One line of a slice: dword k of slice off / 16 of block i.
+  __m512i line(int64_t block_bytes, int64_t i, int64_t off, int k) const {
+    return _mm512_loadu_si512(tile + 16 * (i * block_bytes + off) + 64 * k);
+  }
+  /// The 16 rows' f16 at byte `off` of the tile (Q6_K's d), as floats.
+  __m512 f16_at(int64_t off) const { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + off))); }
+  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
+    const uint8_t* p = tile + b * 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) raw[k] = _mm512_loadu_si512(p + 32 + 64 * k);
+  }
+};
 
 }  // namespace pdserve::kernels::avx512

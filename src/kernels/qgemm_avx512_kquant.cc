@@ -1,7 +1,7 @@
-// AVX-512 VNNI pair kernels of the K-quants (Q4_K, Q5_K, Q6_K) in ggml's vec_dot order
+// AVX-512 VNNI pair kernels of the K-quants Q4_K and Q6_K in ggml's vec_dot order
 // (quants.h): per super-block 8 exact int32 lanes, lane k = Σ_c scale · Σ q·a over
 // elements 32c+4k .. 32c+4k+3; acc[k] = fma(d_a*d_w, lane_k, acc[k]); hsum_float_8; plus
-// the Q4_K (4 lanes) / Q5_K (scalar) mins terms.
+// the Q4_K mins term (4 lanes). (Q5_K has row kernels: qgemm_avx512_krows.cc.)
 //
 // A 512-bit register holds one 32-value chunk of a row twice (unsigned q) and the same
 // chunk of two tokens (signed); VPMADDUBSW (pairs, exact here) then VPDPWSSD with the
@@ -76,8 +76,8 @@ void pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, i
 /// A row's super-block: scales as VPDPWSSD operands, d, dmin, mins.
 struct SuperScales {
   __m512i sc16;     // Q6_K: the 16 scales as int16 in the low 256 bits
-  int32_t scw[8];   // Q4_K/Q5_K: scale of chunk c in both int16 halves
-  __m256i mn;       // Q4_K/Q5_K: the 8 mins as int16, twice
+  int32_t scw[8];   // Q4_K: scale of chunk c in both int16 halves
+  __m256i mn;       // Q4_K: the 8 mins as int16, twice
   float d, dmin;
 };
 
@@ -88,7 +88,7 @@ inline void load_scales(const uint8_t* blk, SuperScales* s) {
     s->d = load_f16(&x->d);
     s->sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales))));
   } else {
-    const uint8_t* scales = blk + 4;  // Q4_K / Q5_K: d, dmin, scales[12]
+    const uint8_t* scales = blk + 4;  // Q4_K: d, dmin, scales[12]
     s->d = load_f16(blk);
     s->dmin = load_f16(blk + 2);
     alignas(16) int16_t mn[8];
@@ -140,21 +140,16 @@ inline __m512i unpack_chunk(const uint8_t* ba, const uint8_t* bb, int c) {
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(load_halves(ba + hi_off, bb + hi_off), 2 * s), _mm512_set1_epi8(3));
     return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
   } else {
-    const int64_t qs = (T == GgmlType::Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs)) + 32 * (c / 2);
+    const int64_t qs = offsetof(BlockQ4_K, qs) + 32 * (c / 2);
     __m512i v = load_halves(ba + qs, bb + qs);
     if (c & 1) v = _mm512_srli_epi16(v, 4);
     v = _mm512_and_si512(v, m4);
-    if constexpr (T == GgmlType::Q5_K) {  // bit 4 of element 32c + l is bit c of qh[l]
-      constexpr int64_t qh = offsetof(BlockQ5_K, qh);
-      const __mmask64 k = _mm512_test_epi8_mask(load_halves(ba + qh, bb + qh), _mm512_set1_epi8(static_cast<char>(1 << c)));
-      v = _mm512_mask_add_epi8(v, k, v, _mm512_set1_epi8(16));
-    }
     return v;
   }
 }
 
 template <GgmlType T>
-constexpr int64_t kBlockBytes = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : T == GgmlType::Q5_K ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+constexpr int64_t kBlockBytes = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
 
 /// res[(r * P + p) * 2 + h] = dot of row rp[r] with token h of pair ap[p].
 template <GgmlType T, int R, int P>
@@ -207,10 +202,6 @@ void tile(const uint8_t* const* rp, const TilePrefetch& pf, const uint8_t* const
         _mm512_store_ps(acc[r][p], _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane[r][p]), _mm512_load_ps(acc[r][p])));
         if constexpr (T != GgmlType::Q6_K) {
           __m256i mm = _mm256_madd_epi16(sc[r].mn, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.bs)));
-          if constexpr (T == GgmlType::Q5_K) {  // Σ of each token's 4 lanes (in every lane)
-            mm = _mm256_add_epi32(mm, _mm256_shuffle_epi32(mm, 0x4E));
-            mm = _mm256_add_epi32(mm, _mm256_shuffle_epi32(mm, 0xB1));
-          }
           const __m256 dm = _mm256_mul_ps(_mm256_load_ps(a.nd), _mm256_set1_ps(sc[r].dmin));
           _mm256_store_ps(accm[r][p], _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(mm), _mm256_load_ps(accm[r][p])));
         }
@@ -226,7 +217,6 @@ void tile(const uint8_t* const* rp, const TilePrefetch& pf, const uint8_t* const
         float v = hsum_float_8(acc[r][p] + 8 * h);
         const float* m = accm[r][p] + 4 * h;
         if constexpr (T == GgmlType::Q4_K) v += (m[0] + m[2]) + (m[1] + m[3]);
-        if constexpr (T == GgmlType::Q5_K) v += m[0];
         res[(r * P + p) * 2 + h] = v;
       }
 }
@@ -296,10 +286,6 @@ void tile_row_pairs(const uint8_t* const* rp, const TilePrefetch& pf, const uint
         const __m256i bs = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(ps.bs)));
         const __m256i mn = _mm256_blend_epi32(sc[2 * q].mn, sc[2 * q + 1].mn, 0xF0);
         __m256i mm = _mm256_madd_epi16(mn, bs);
-        if constexpr (T == GgmlType::Q5_K) {  // Σ of each row's 4 lanes (in every lane)
-          mm = _mm256_add_epi32(mm, _mm256_shuffle_epi32(mm, 0x4E));
-          mm = _mm256_add_epi32(mm, _mm256_shuffle_epi32(mm, 0xB1));
-        }
         const __m256 nd = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(ps.nd));
         const __m256 dmin = _mm256_blend_ps(_mm256_set1_ps(sc[2 * q].dmin), _mm256_set1_ps(sc[2 * q + 1].dmin), 0xF0);
         _mm256_store_ps(accm[q], _mm256_fmadd_ps(_mm256_mul_ps(nd, dmin), _mm256_cvtepi32_ps(mm), _mm256_load_ps(accm[q])));
@@ -313,7 +299,6 @@ void tile_row_pairs(const uint8_t* const* rp, const TilePrefetch& pf, const uint
       float v = hsum_float_8(acc[q] + 8 * h);
       const float* m = accm[q] + 4 * h;
       if constexpr (T == GgmlType::Q4_K) v += (m[0] + m[2]) + (m[1] + m[3]);
-      if constexpr (T == GgmlType::Q5_K) v += m[0];
       res[2 * q + h] = v;
     }
 }
@@ -378,7 +363,6 @@ QKernel kquant_pair_kernel(GgmlType t) {
   QKernel k;
   switch (t) {
     case GgmlType::Q4_K: k.gemm = gemm<GgmlType::Q4_K>; break;
-    case GgmlType::Q5_K: k.gemm = gemm<GgmlType::Q5_K>; break;
     case GgmlType::Q6_K: k.gemm = gemm<GgmlType::Q6_K>; break;
     default: return k;
   }

@@ -25,50 +25,6 @@ using gguf::GgmlType;
 
 constexpr int kMaxTok = 16;
 
-/// Row pointers of a 16-row tile (rows past r1 repeat the last row) and the mask of the
-/// real ones.
-struct RowTile {
-  const uint8_t* rp[16];
-  __mmask16 mask;
-  RowTile(const WeightView& w, int64_t rt, int64_t r1) {
-    const auto* base = static_cast<const uint8_t*>(w.data);
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) rp[r] = base + std::min(rt + r, r1 - 1) * w.row_bytes;
-    mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, r1 - rt)) - 1);
-  }
-  /// Bytes [off, off + 16) of block i (of `block_bytes` a row) of the 16 rows, transposed.
-  void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const { transpose16x16(rp, i * block_bytes + off, out); }
-  /// Q4_0 block b of the 16 rows: the quant bytes transposed, the scales as floats.
-  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
-    const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
-    transpose16x16(rp, bo + 2, raw);
-    // The 16 rows' scales: scalar loads (a gather here costs more than the rest of the block).
-    alignas(32) uint16_t dh[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rp[r] + bo, 2);
-    *dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
-  }
-};
-
-/// A 16-row tile of a WeightLayout::kTiles16 matrix (weight_layout.h): the same Q4_0
-/// blocks and Q4_K slices as RowTile's, loaded as they lie.
-struct Tiles16 {
-  const uint8_t* tile;
-  static constexpr __mmask16 mask = 0xFFFF;
-  Tiles16(const WeightView& w, int64_t rt, int64_t) : tile(static_cast<const uint8_t*>(w.data) + rt * w.row_bytes) {}
-  void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const {
-    const uint8_t* p = tile + 16 * (i * block_bytes + off);  // off % 16 == 0: slice off / 16
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512(p + 64 * k);
-  }
-  void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
-    const uint8_t* p = tile + b * 16 * static_cast<int64_t>(sizeof(BlockQ4_0));
-    *dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) raw[k] = _mm512_loadu_si512(p + 32 + 64 * k);
-  }
-};
-
 // ---- Q4_0 ----
 
 /// Packed activations of one token and block: signed values, −8·Σ values, d_a.

@@ -63,7 +63,7 @@ struct Weights {
   static Result<Weights> bind(const gguf::GgufFile& f, const ModelConfig& c);
 
   /// Rewrites, in place, the layer matrices and output head that have a faster layout for
-  /// the AVX-512 kernels (kernels/weight_layout.h: Q4_0 in 16-row tiles) and marks their
+  /// the AVX-512 kernels (kernels/weight_layout.h: Q4_0 and K-quants in 16-row tiles) and marks their
   /// views. The bytes must be the model's private copy (gguf::FileMemory::kHugePages),
   /// never the mapped file. Products keep their bits on every ISA. Returns the bytes
   /// rewritten.

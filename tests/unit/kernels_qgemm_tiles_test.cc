@@ -161,13 +161,13 @@ TEST(KernelsQgemmTiles, ThreadCountDoesNotChangeResults) {
   omp_set_num_threads(saved);
 }
 
-// Q4_0 and Q4_K rewritten into 16-row tiles (the layout Model::load gives the private copy
+// Q4_0, Q4_K, Q5_K and Q6_K rewritten into 16-row tiles (the layout Model::load gives the private copy
 // on an AVX-512 VNNI CPU): every path (the tile kernels; scalar and AVX2 through the row
 // conversion), alone and fused with a row-layout matrix, gives the bits of the scalar
 // path on the file's layout; rows and dequantised rows come back byte for byte.
 TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
   std::mt19937 rng(31);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
   for (int64_t cols : t == GgmlType::Q4_0 ? std::vector<int64_t>{32, 224, 512} : std::vector<int64_t>{256, 768})
     for (int64_t rows : {16, 48, 144}) {
       const Weights w = make_weights(t, rows, cols, rows == 48, rng);
@@ -187,7 +187,7 @@ TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
         EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), cols * 4)) << "dequantised row " << r;
       }
       for (int n : {1, 2, 5, 16, 17, 35})
-        for (int pattern : {0, 1, 2}) {
+        for (int pattern : {0, 1, 2, 3}) {  // 3: micro-batches of >= 8 tokens (Q5_K's kTiled order)
           const std::vector<float> x = make_x(n, cols, n == 17, rng);
           const std::vector<uint8_t> flags = make_flags(n, pattern);
           std::vector<float> want(n * rows);
