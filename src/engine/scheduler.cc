@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/matmul.h"
+
 namespace pdserve::engine {
 
 bool Scheduler::before(const Sequence& a, const Sequence& b) const {
@@ -155,6 +157,19 @@ bool Scheduler::make_room(const Sequence& s, Shortage what, std::vector<Schedule
   return true;
 }
 
+namespace {
+
+/// The first position in [from, to) that a prompt of `prompt_len` tokens computes in
+/// another matmul order than a full prompt block (kernels::gemm_order_flag), else `to`.
+int same_order_end(int from, int to, int prompt_len) {
+  constexpr uint8_t kFullBlock = 1 | kernels::kGemmTiledBatch;
+  for (int p = from; p < to; ++p)
+    if (kernels::gemm_order_flag(p, prompt_len) != kFullBlock) return p;
+  return to;
+}
+
+}  // namespace
+
 Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
   // A sequence with a kv_budget neither matches nor inserts (kv_.cache_full_blocks is a
   // no-op without a match): h2o ranks by the mass of every prompt query, which a cached
@@ -175,8 +190,12 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
       s.num_computed += added;
     }
     // Into the next block at token granularity: a prompt cached in full computes only
-    // its last token (its logits), not the whole last block.
-    s.num_computed += kv_.match_partial_block(s.kv, s.tokens.data(), max_hit);
+    // its last token (its logits), not the whole last block. Cached K/V were computed in a
+    // full block of a prompt, i.e. with the gemm order flag 1 | kGemmTiledBatch; so are this
+    // prompt's full blocks, but not its ragged last len % 4 tokens nor a micro-batch of
+    // under 8 tokens: a position this prompt would compute in another order is recomputed
+    // (its bits would differ from an uncached run's on Q4_0 / K-quant weights).
+    s.num_computed += kv_.match_partial_block(s.kv, s.tokens.data(), same_order_end(s.num_computed, max_hit, s.role_prompt_len));
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt

@@ -10,7 +10,8 @@
 //  * row kernels: 16 rows' weights are transposed (on the fly, RowTile, or once at load,
 //    Tiles16) so each int32 lane is one row, and every token's activations are broadcast
 //    4 bytes at a time: llama.cpp's repacked orders, one float per row and token
-//    (qgemm_avx512_repack.cc), and the K-quants' vec_dot / tiled orders (qgemm_avx512_krows.cc).
+//    (qgemm_avx512_repack.cc), and the K-quants' vec_dot / tiled orders
+//    (qgemm_avx512_krows.cc).
 #pragma once
 
 #include <immintrin.h>
@@ -35,8 +36,8 @@ QKernel q4_0_row_kernel();
 QKernel q4_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
-// Row kernels of Q5_K (kVecDot, kTiled) and Q6_K (kVecDot) in ggml's orders, on a matrix
-// in `layout` (kRows or kTiles16); no kernel (gemm null) for other types and orders.
+// Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
+// kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
 QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);
 
 /// f16 at p (unaligned) as float.
@@ -85,13 +86,6 @@ struct RowTile {
   }
   /// Bytes [off, off + 16) of block i (of `block_bytes` a row) of the 16 rows, transposed.
   void slice(int64_t block_bytes, int64_t i, int64_t off, __m512i out[4]) const { transpose16x16(rp, i * block_bytes + off, out); }
-  /// The f16 at byte `off` of block i of the 16 rows, as floats (Q6_K's d).
-  __m512 f16(int64_t block_bytes, int64_t i, int64_t off) const {
-    alignas(32) uint16_t dh[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rp[r] + i * block_bytes + off, 2);
-    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
-  }
   /// Q4_0 block b of the 16 rows: the quant bytes transposed, the scales as floats.
   void q4_0_block(int64_t b, __m512i raw[4], __m512* dw) const {
     const int64_t bo = b * static_cast<int64_t>(sizeof(BlockQ4_0));
@@ -115,7 +109,7 @@ struct Tiles16 {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512(p + 64 * k);
   }
-  /// One line of a slice: dword k of slice off / 16 of block i.
+  /// One 64-byte line of a slice: dword k of the 16 rows in slice off / 16 of block i.
   __m512i line(int64_t block_bytes, int64_t i, int64_t off, int k) const {
     return _mm512_loadu_si512(tile + 16 * (i * block_bytes + off) + 64 * k);
   }

@@ -15,7 +15,7 @@ using gguf::GgmlType;
 
 constexpr int64_t kTileRows = 16;
 
-// Bytes of one block (Q4_0: 32 values, Q4_K / Q5_K: a 256-value super-block) of one row.
+// Bytes of one block (Q4_0: 32 values, K-quants: a 256-value super-block) of one row.
 int64_t block_bytes(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: return sizeof(BlockQ4_0);
@@ -31,9 +31,9 @@ struct Unit {
   int64_t src, dst, size;
 };
 
-// Q6_K's 16 whole slices of a block (208 of its 210 bytes) take 16 · 208 = 3328 bytes in a
-// tile, a multiple of 64: the kernels' 64-byte loads then stay in one cache line. The d of
-// every block follows all blocks' slices: 16 f16 (32 bytes) a block.
+// Q6_K's 13 whole 16-byte slices of a block (208 of its 210 bytes) take 16 · 208 = 3328
+// bytes in a tile, a multiple of 64: the kernels' 64-byte loads then stay in one cache
+// line. The d of every block follows all blocks' slices: 16 f16 (32 bytes) a block.
 constexpr int64_t kQ6KSlices = 208;
 
 std::vector<Unit> units(GgmlType t) {

@@ -95,6 +95,37 @@ TEST(PrefixCache, OutputsIdenticalOffColdWarmSequentialAndConcurrent) {
   }
 }
 
+// Cached K/V are those of a full prompt block (gemm order flag 1 | kGemmTiledBatch). A
+// short prompt computes its positions in another order (no tiled micro-batch under 8
+// tokens; the ragged last len % 4 tokens), which changes bits on Q5_K weights: its
+// token-granular reuse of a longer prompt's block must not take those positions. Found by
+// a helper: "Once upon a time" after a 19-token prompt with the same start.
+TEST(PrefixCache, AShortPromptAfterALongOneWithTheSameStartKeepsItsLogprobs) {
+  auto cfg = [](bool cache) {
+    engine::EngineConfig c;  // the default block size (16)
+    c.model_path = "../shared/models/synth-llama-small-q5_k_m.gguf";
+    c.prefix_cache = cache;
+    return c;
+  };
+  auto off = make_engine(cfg(false));
+  auto on = make_engine(cfg(true));
+  ASSERT_TRUE(off && on);
+  const auto long_prompt = off->tokenizer().encode("Once upon a time there was a little girl who lived in a small house near the big forest", true);
+  engine::SamplingParams p = greedy(6);
+  p.top_logprobs = 0;
+  ASSERT_GE(long_prompt.size(), 20u);
+  for (int n : {5, 7, 9, 18, 19}) {
+    const std::vector<int32_t> shorter(long_prompt.begin(), long_prompt.begin() + n);
+    const Completion expect = drain(*submit(*off, shorter, p));
+    drain(*submit(*on, long_prompt, greedy(1)));  // caches the long prompt's full blocks
+    const Completion got = drain(*submit(*on, shorter, p));
+    ASSERT_EQ(got.tokens, expect.tokens) << n << " prompt tokens";
+    ASSERT_EQ(got.logprobs.size(), expect.logprobs.size());
+    for (size_t i = 0; i < got.logprobs.size(); ++i)
+      EXPECT_EQ(got.logprobs[i].logprob, expect.logprobs[i].logprob) << n << " prompt tokens, output " << i;
+  }
+}
+
 TEST(PrefixCache, CachedTokensAreReportedAndSaltSeparatesNamespaces) {
   auto e = make_engine(config(true));
   auto prompts = prompts_with_prefix(*e, 3 * kBs + 1, 2);
