@@ -195,7 +195,9 @@ Scheduler::Admit Scheduler::admit(Sequence& s, int budget, int& n_out) {
     // prompt's full blocks, but not its ragged last len % 4 tokens nor a micro-batch of
     // under 8 tokens: a position this prompt would compute in another order is recomputed
     // (its bits would differ from an uncached run's on Q4_0 / K-quant weights).
-    s.num_computed += kv_.match_partial_block(s.kv, s.tokens.data(), same_order_end(s.num_computed, max_hit, s.role_prompt_len));
+    // (Positions past the next block are never taken: the check stops there.)
+    const int partial_end = std::min(max_hit, s.num_computed + kv_.block_size() - 1);
+    s.num_computed += kv_.match_partial_block(s.kv, s.tokens.data(), same_order_end(s.num_computed, partial_end, s.role_prompt_len));
   }
   const bool remote = remote_decider_ && remote_decider_(s);
   n_out = remote ? s.num_uncomputed() : chunk(s, budget);  // remote: blocks for the whole prompt
