@@ -20,6 +20,7 @@
 
 #include "gguf/ggml_types.h"
 #include "base/fp16.h"
+#include "base/huge_pages.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/weight_layout.h"
@@ -365,14 +366,18 @@ BENCHMARK(BM_AttentionF16Group)->Arg(512)->Arg(2048)->Unit(benchmark::kMicroseco
 // heads of 64, 8 query heads each, 16-token blocks, an f16 cache in the engine's layout
 // [block][token][KV head][dim]): n_keys keys a sequence, 88 MB at 4,096 — more than the
 // last-level cache, so the rows come from memory as in a decode step, where the weights
-// stream through the caches between the layers. Per layer the KV heads go to the OpenMP
+// stream through the caches between the layers. K and V on huge pages, as the engine's
+// pools. Per layer the KV heads go to the OpenMP
 // threads as the model does (schedule(dynamic, 1)). Time per iteration = attention time of
 // one decode token.
 void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
   const int n_keys = static_cast<int>(state.range(0)), layers = 22, kv_heads = 4, d = 64, group = 8, block = 16;
   const int n_blocks = (n_keys + block - 1) / block;
-  const size_t per_layer = static_cast<size_t>(n_blocks) * block * kv_heads * d;
-  std::vector<uint16_t> k(per_layer * layers), v(k.size());
+  const size_t per_layer = static_cast<size_t>(n_blocks) * block * kv_heads * d, n = per_layer * layers;
+  // On huge pages, as the engine's KV pools (base/huge_pages.h).
+  pdserve::HugePageBuffer kbuf(n * 2), vbuf(n * 2);
+  auto* k = reinterpret_cast<uint16_t*>(kbuf.get());
+  auto* v = reinterpret_cast<uint16_t*>(vbuf.get());
   std::mt19937 rng(1);
   std::normal_distribution<float> g(0.f, 1.f);
   // Uniform values in [-1, 1) from a hash of the index (splitmix64): deterministic, parallel.
@@ -383,7 +388,7 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
     return static_cast<float>((x ^ (x >> 31)) >> 40) * 0x1p-23f - 1.f;
   };
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < k.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     k[i] = pdserve::fp32_to_fp16(uniform(2 * i));
     v[i] = pdserve::fp32_to_fp16(uniform(2 * i + 1));
   }
@@ -394,8 +399,8 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
   for (auto _ : state) {
     for (int l = 0; l < layers; ++l) {
       pdserve::kernels::KvLayerView kv;
-      kv.k = k.data() + l * per_layer;
-      kv.v = v.data() + l * per_layer;
+      kv.k = k + l * per_layer;
+      kv.v = v + l * per_layer;
       kv.dtype = pdserve::kernels::KvDtype::F16;
       kv.block_size = block;
       kv.n_kv_heads = kv_heads;
