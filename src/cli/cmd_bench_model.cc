@@ -232,8 +232,10 @@ int run_bench_model(const BenchModelArgs& a) {
               "%.3f GOP per token in the weight matmuls\n",
               a.model.c_str(), c.arch.c_str(), c.n_layer, c.n_embd, c.n_vocab, wbytes / 1048576.0,
               static_cast<unsigned long long>(wbytes), 2.0 * static_cast<double>(welems) / 1e9);
-  std::printf("threads %d, weights %s, KV cache %s, block size %d, %d blocks\n", threads,
-              a.mmap ? "memory-mapped (--mmap)" : "copied to huge pages", kv::kv_dtype_name(a.kv_dtype), bs, num_blocks);
+  const std::string tiled = m.relaid_bytes() > 0 ? " (" + std::to_string(m.relaid_bytes() >> 20) + " MiB of them in 16-row tiles)" : "";
+  std::printf("threads %d, weights %s%s, KV cache %s, block size %d, %d blocks\n", threads,
+              a.mmap ? "memory-mapped (--mmap)" : "copied to huge pages", tiled.c_str(), kv::kv_dtype_name(a.kv_dtype), bs,
+              num_blocks);
   if (a.random_kv || a.kv_budget > 0)
     std::printf("batched prompts: K/V %s; KV budget %d (%s)\n", a.random_kv ? "random (not computed)" : "prefilled", a.kv_budget,
                 a.kv_budget > 0 ? kv::token_eviction_name(a.evict.policy) : "keep all");

@@ -602,8 +602,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   sc.policy = cfg.scheduling_policy;
   sc.token_eviction = cfg.kv_evict;
 
-  PDS_LOG_INFO("model {}: {} layers, n_embd {}, {} heads ({} KV), vocab {}, context {}; weights {} ({} MiB{})",
-               cfg.model_path, mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx,
+  PDS_LOG_INFO("model {}: {} layer{}, n_embd {}, {} heads ({} KV), vocab {}, context {}; weights {} ({} MiB{})",
+               cfg.model_path, mc.n_layer, mc.n_layer == 1 ? "" : "s", mc.n_embd, mc.n_head, mc.n_head_kv, mc.n_vocab, n_ctx,
                m.value()->file().memory() == gguf::FileMemory::kHugePages ? "copied to huge pages" : "memory-mapped",
                m.value()->file().file_size() >> 20,
                m.value()->relaid_bytes() > 0
