@@ -363,23 +363,30 @@ void BM_AttentionF16Group(benchmark::State& state) {
 BENCHMARK(BM_AttentionF16Group)->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention over a long context in the TinyLlama shape (22 layers, 4 KV
-// heads of 64, 8 query heads each, 16-token blocks, an f16 cache in the engine's layout
-// [block][token][KV head][dim]): n_keys keys a sequence, 88 MB at 4,096 — more than the
-// last-level cache, so the rows come from memory as in a decode step, where the weights
+// heads of 64, 8 query heads each, 16-token blocks, the engine's cache layout
+// [block][token][KV head][row]): n_keys keys a sequence, 88 MB at 4,096 in f16 — more than
+// the last-level cache, so the rows come from memory as in a decode step, where the weights
 // stream through the caches between the layers. K and V on huge pages, as the engine's
-// pools. Per layer the KV heads go to the OpenMP
-// threads as the model does (schedule(dynamic, 1)). Time per iteration = attention time of
-// one decode token.
-void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
+// pools; written with kv_store (the cache dtype's conversion). Per layer the KV heads go to
+// the OpenMP threads as the model does (schedule(dynamic, 1)). Time per iteration =
+// attention time of one decode token.
+void BM_AttentionDecodeTinyLlama(benchmark::State& state, pdserve::kernels::KvDtype dtype) {
+  using pdserve::kernels::KvLayerView;
   const int n_keys = static_cast<int>(state.range(0)), layers = 22, kv_heads = 4, d = 64, group = 8, block = 16;
   const int n_blocks = (n_keys + block - 1) / block;
-  const size_t per_layer = static_cast<size_t>(n_blocks) * block * kv_heads * d, n = per_layer * layers;
-  // On huge pages, as the engine's KV pools (base/huge_pages.h).
-  pdserve::HugePageBuffer kbuf(n * 2), vbuf(n * 2);
-  auto* k = reinterpret_cast<uint16_t*>(kbuf.get());
-  auto* v = reinterpret_cast<uint16_t*>(vbuf.get());
-  std::mt19937 rng(1);
-  std::normal_distribution<float> g(0.f, 1.f);
+  const int64_t slots = int64_t{n_blocks} * block, row = pdserve::kernels::kv_row_bytes(dtype, d);
+  const size_t per_layer = static_cast<size_t>(slots * kv_heads * row), bytes = per_layer * layers;
+  pdserve::HugePageBuffer kbuf(bytes), vbuf(bytes);
+  const auto layer = [&](int l) {
+    KvLayerView kv;
+    kv.k = kbuf.get() + l * per_layer;
+    kv.v = vbuf.get() + l * per_layer;
+    kv.dtype = dtype;
+    kv.block_size = block;
+    kv.n_kv_heads = kv_heads;
+    kv.head_dim = d;
+    return kv;
+  };
   // Uniform values in [-1, 1) from a hash of the index (splitmix64): deterministic, parallel.
   const auto uniform = [](uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -388,23 +395,23 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
     return static_cast<float>((x ^ (x >> 31)) >> 40) * 0x1p-23f - 1.f;
   };
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    k[i] = pdserve::fp32_to_fp16(uniform(2 * i));
-    v[i] = pdserve::fp32_to_fp16(uniform(2 * i + 1));
+  for (int64_t ls = 0; ls < layers * slots; ++ls) {
+    float kf[kv_heads * d], vf[kv_heads * d];
+    for (int i = 0; i < kv_heads * d; ++i) {
+      kf[i] = uniform(2 * (ls * kv_heads * d + i));
+      vf[i] = uniform(2 * (ls * kv_heads * d + i) + 1);
+    }
+    pdserve::kernels::kv_store(layer(static_cast<int>(ls / slots)), ls % slots, kf, vf);
   }
   std::vector<int32_t> table(n_blocks);
   for (int i = 0; i < n_blocks; ++i) table[i] = i;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.f, 1.f);
   std::vector<float> q(kv_heads * group * d), out(q.size());
   for (auto& x : q) x = g(rng);
   for (auto _ : state) {
     for (int l = 0; l < layers; ++l) {
-      pdserve::kernels::KvLayerView kv;
-      kv.k = k + l * per_layer;
-      kv.v = v + l * per_layer;
-      kv.dtype = pdserve::kernels::KvDtype::F16;
-      kv.block_size = block;
-      kv.n_kv_heads = kv_heads;
-      kv.head_dim = d;
+      const KvLayerView kv = layer(l);
 #pragma omp parallel for schedule(dynamic, 1)
       for (int h = 0; h < kv_heads; ++h)
         pdserve::kernels::paged_attention_group(q.data() + h * group * d, group, kv, h, table.data(), n_keys, 0.125f,
@@ -413,9 +420,14 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_bytes_per_second"] =
-      benchmark::Counter(static_cast<double>(n_keys) * layers * kv_heads * d * 2 * 2 * state.iterations(), benchmark::Counter::kIsRate);
+      benchmark::Counter(static_cast<double>(n_keys) * layers * kv_heads * row * 2 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_AttentionDecodeTinyLlama)->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeTinyLlama, f16, pdserve::kernels::KvDtype::F16)
+    ->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeTinyLlama, q8_0, pdserve::kernels::KvDtype::Q8_0)
+    ->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeTinyLlama, q4_0, pdserve::kernels::KvDtype::Q4_0)
+    ->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK_MAIN();
