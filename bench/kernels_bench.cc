@@ -6,7 +6,9 @@
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
 // BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only
-// loops, issue #21).
+// loops, issue #21). BM_AttentionF16Group: one GQA group's attention with the cache in L2;
+// BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
+// the cache read from memory (long-context decode, issue #21 target 5).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>

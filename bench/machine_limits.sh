@@ -16,7 +16,8 @@
 #               threads, pp512 at 2 threads (pdserve bench-model / llama-bench), batched
 #               decode B=32 (8-token prompts, 16 steps: bench-model --batch 32 /
 #               llama-batched-bench -npp 8 -ntg 16 -npl 32), and pdserve's --profile tables
-#       ctx     pdserve decode at 512 / 4,096 / 16,384 context (bench-model --depth), 2 threads
+#       ctx     pdserve decode at 512 / 4,096 / 16,384 context (bench-model --depth), 2 threads,
+#               per KV cache dtype (CTX_KV: default "f16 q8_0")
 #       ttft    warm-cache TTFT: 8 closed-loop clients, the same 256-token prompt (fully
 #               cached after the first request), 32 output tokens; `pdserve bench` against
 #               pdserve serve, then against llama-server (-np 8), a warm-up pass first
@@ -24,7 +25,7 @@
 # Measure on a quiet machine; on a shared one, each measuring phase under the bench lock:
 #   flock /work/bench.lock bench/machine_limits.sh build /tmp/limits tput
 # Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K"), SHAPE (tinyllama-1.1b),
-#   CTX_TYPE (Q4_0: the type of the ctx phase), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
+#   CTX_TYPE (Q4_0: the type of the ctx phase), CTX_KV (f16 q8_0: its KV dtypes), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
 #   PEER (../shared/tools/peer.sh), SYNTH_ARGS (extra `pdserve synth` flags, e.g. "--layers 8 --ff 512"
 #   for a scaled-down mixture-of-experts shape).
 set -euo pipefail
@@ -36,6 +37,7 @@ phases=${*:-models peak tput ctx ttft table}
 types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K}
 shape=${SHAPE:-tinyllama-1.1b}
 ctx_type=${CTX_TYPE:-Q4_0}
+ctx_kv=${CTX_KV:-f16 q8_0}
 ttft_type=${TTFT_TYPE:-Q4_0}
 ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
@@ -78,11 +80,15 @@ phase_tput() {
 }
 
 phase_ctx() {
-  local m d
+  local m d kv
   m=$(model "$ctx_type")
-  for d in 512 4096 16384; do
-    { stamp; "$pds" bench-model -m "$m" -p 0 -n 64 -t 2 --batch 0 --depth "$d" --profile; } > "$out/logs/ctx-$d.log"
-    grep -E '^\| tg' "$out/logs/ctx-$d.log"
+  rm -f "$out"/logs/ctx-*.log
+  for kv in $ctx_kv; do
+    for d in 512 4096 16384; do
+      { stamp; "$pds" bench-model -m "$m" -p 0 -n 64 -t 2 --batch 0 --depth "$d" --kv-dtype "$kv" --profile; } \
+          > "$out/logs/ctx-$kv-$d.log"
+      echo "KV $kv: $(grep -E '^\| tg' "$out/logs/ctx-$kv-$d.log")"
+    done
   done
 }
 
@@ -127,9 +133,9 @@ for _ in range(1000): print(json.dumps({"timestamp": 0, "input_length": 256, "ou
 }
 
 phase_table() {
-  python3 - "$out" "$types" "$ctx_type" <<'EOF' | tee "$out/table.md"
+  python3 - "$out" "$types" "$ctx_type" "$ctx_kv" <<'EOF' | tee "$out/table.md"
 import json, os, re, sys
-out, types, ctx_type = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+out, types, ctx_type, ctx_kv = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4].split()
 logs = os.path.join(out, "logs")
 def read(name):
     p = os.path.join(logs, name)
@@ -223,15 +229,16 @@ print("| 4: warm-cache TTFT p50, 8 clients, 256-token prompt cached, 32 output t
       "pdserve / ref %s | %s |" % (fmt(tp[0], "%.0f"), tp[1], fmt(tr[0], "%.0f"), tr[1],
                                    fmt(tp[0] / tr[0] if tp[0] and tr[0] else None, "%.2f×"), mark(ok4)))
 # Target 5: long-context decode.
-ctx = {}
-for d in (512, 4096, 16384):
-    r = [v for k, v in pds_rows(read("ctx-%d.log" % d)).items() if k.startswith("tg")]
-    ctx[d] = r[0] if r else None
-base = ctx[512]
-for d in (4096, 16384):
-    slow = base / ctx[d] if base and ctx[d] else None
-    print("| 5: %s decode at %d context, 2 threads (tok/s) | %s (512: %s) | — | %s slower than 512 (≤ 1.5×) | %s |" % (
-        ctx_type, d, fmt(ctx[d]), fmt(base), fmt(slow, "%.2f×"), mark(slow <= 1.5 if slow else None)))
+for kv in ctx_kv:
+    ctx = {}
+    for d in (512, 4096, 16384):
+        r = [v for k, v in pds_rows(read("ctx-%s-%d.log" % (kv, d))).items() if k.startswith("tg")]
+        ctx[d] = r[0] if r else None
+    base = ctx[512]
+    for d in (4096, 16384):
+        slow = base / ctx[d] if base and ctx[d] else None
+        print("| 5: %s decode at %d context, %s KV cache, 2 threads (tok/s) | %s (512: %s) | — | %s slower than 512 (≤ 1.5×) | %s |" % (
+            ctx_type, d, kv, fmt(ctx[d]), fmt(base), fmt(slow, "%.2f×"), mark(slow <= 1.5 if slow else None)))
 EOF
 }
 

@@ -220,7 +220,9 @@ TEST_P(KvQuantPaths, MatchScalarBitForBit) {
     check_paths(isa, dt, 32, 3, 1, 4, {1, 5, 64}, 1.f, seed++);
     check_paths(isa, dt, 96, 1, 3, 16, {1, 50}, 1.f, seed++);
     check_paths(isa, dt, 256, 1, 2, 16, {1, 70}, 1.f, seed++);
-    check_paths(isa, dt, 64, 1, 6, 16, {1, 45}, 1.f, seed++);      // a group of 6
+    check_paths(isa, dt, 64, 1, 6, 16, {1, 45}, 1.f, seed++);      // groups of 5, 6, 7
+    check_paths(isa, dt, 64, 1, 5, 16, {17, 32}, 1.f, seed++);
+    check_paths(isa, dt, 64, 1, 7, 16, {31, 48}, 30.f, seed++);
     check_paths(isa, dt, 64, 1, 2, 16, {1, 200}, 30.f, seed++);    // scores far apart: exp underflow
     check_paths(isa, dt, 64, 1, 2, 16, {1, 200}, 1e-3f, seed++);   // all scores ~equal
   }
