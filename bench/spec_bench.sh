@@ -2,17 +2,21 @@
 # Reproduces the speculative-decoding table of bench/RESULTS.md (issue #18): decode tok/s
 # and acceptance with each proposer vs plain decoding, at batch 1, 8 and 32, on
 #   stories260K: story continuation and an input-copying task (ngram, layerskip, draft);
-#   the TinyLlama-1.1B-shape Q4_0 synth: the input-copying task (ngram).
+#   the TinyLlama-1.1B-shape Q4_0 synth: the input-copying task (ngram);
+#   stories260K widened to 257 MiB of Q8_0 weights (bench/widen_model.py: the same function,
+#   bandwidth-bound as a 1B model's decode): both tasks, with stories260K itself as the draft.
 # Each part is one build/bench/spec_bench run (see its header; "plain" is plain decoding run
 # again as a control of the noise); run them under the bench
 # lock on an idle machine. The synth model is made with `pdserve synth` if missing.
 #
 #   bench/spec_bench.sh [BUILD_DIR] [PART...]
 #     BUILD_DIR  a Release build with pdserve and bench/spec_bench (default: build)
-#     PART       stories-story, stories-copy, tinyllama-copy (default: all three)
+#     PART       stories-story, stories-copy, tinyllama-copy, wide-story, wide-copy
+#                (default: the first three)
 # Environment: TOKENS (generated per request; default 256 for stories260K, 64 for the
 # synth), REPEATS (default 3; the table gives medians), BATCHES (default 1,8,32), TL (synth path, default
-# /tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf), SPEC_ARGS (extra spec_bench flags, e.g.
+# /tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf), WIDE (the widened model's path, default
+# /tmp/pdserve-wide/stories260K-wide-q8_0.gguf; made if missing), SPEC_ARGS (extra spec_bench flags, e.g.
 # --no-spec-adaptive), LOG (where each run's line goes; default /dev/null).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +26,7 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(stories-story stories-copy tinyllama-copy)
 stories=../shared/models/stories260K.gguf
 tl=${TL:-/tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf}
+wide=${WIDE:-/tmp/pdserve-wide/stories260K-wide-q8_0.gguf}
 repeats=${REPEATS:-3}
 echo "# $(date -u '+%F %T UTC') $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(git rev-parse --short HEAD)"
 for part in "${parts[@]}"; do
@@ -39,6 +44,16 @@ for part in "${parts[@]}"; do
       fi
       "$build/bench/spec_bench" "$tl" copy --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-64}" --repeats "$repeats" \
           --threads 2 --label "TinyLlama-shape Q4_0 synth" --proposers plain,ngram ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
+    wide-story|wide-copy)
+      if [ ! -s "$wide" ]; then
+        mkdir -p "$(dirname "$wide")"
+        python3 bench/widen_model.py "$stories" "$wide.f32" --embd 1024 --ff 16384 >/dev/null
+        "$build/pdserve" --log-level warn quantize "$wide.f32" "$wide" Q8_0 >/dev/null
+        rm -f "$wide.f32"
+      fi
+      "$build/bench/spec_bench" "$wide" "${part#wide-}" --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-256}" \
+          --repeats "$repeats" --threads 2 --label "stories260K widened (Q8_0)" \
+          --proposers "ngram,layerskip:2,plain,layerskip:4,draft:$stories" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   echo "# $part: load average after $(cut -d' ' -f1-3 /proc/loadavg)"

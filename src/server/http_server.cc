@@ -394,6 +394,8 @@ void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_star
     }
     const int signals = g_signals.load() - signals_at_start;
     if (signals >= 2) {
+      // Both may have come within one poll: the first one's line is still owed.
+      if (!stopping.load()) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
       PDS_LOG_WARN("second stop signal: exiting now");
       std::_Exit(128 + g_last_signal.load());
     }

@@ -154,8 +154,12 @@ bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
     out += closing();
     finished_ = true;
   } else if (stopping_ && stopping_->load()) {
+    // Shutdown: the client gets an error event and the stream's end, so it can tell a cut
+    // answer from a finished one (and retry elsewhere), instead of a dropped connection.
     streams_->abort_all();
-    return false;
+    out += sse_data(unavailable("The request was aborted because the server is shutting down.").to_json());
+    out += sse_done();
+    finished_ = true;
   } else if (out.empty() && now - last_write_ >= kKeepAliveInterval) {
     out = sse_comment("keep-alive");
   } else if (out.empty() && sink.is_writable && !sink.is_writable()) {

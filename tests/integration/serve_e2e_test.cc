@@ -1,8 +1,10 @@
 // `pdserve serve` on stories260K over real HTTP: the reference through /v1/completions
 // (JSON and SSE, with logprobs), concurrency without cross-talk, and every KV block back
-// in the pool after requests finish, stop, or disconnect mid-stream.
+// in the pool after requests finish, stop, or disconnect mid-stream; a stream cut by
+// SIGTERM ends with an error event.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -226,6 +228,42 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(json::parse(ok->body)["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(ServeE2E, SigtermEndsARunningStreamWithAnErrorEventAndDone) {
+  // A long stream cut by SIGTERM: the client reads an OpenAI-style error event and the
+  // stream's [DONE], not a dropped connection, and the server exits cleanly.
+  testing::ServerProcess::Options o;
+  o.model = "../shared/models/synth-llama-small-f16.gguf";
+  testing::ServerProcess slow(o);
+  ASSERT_TRUE(slow.ready()) << slow.error();
+  httplib::Client streamer("127.0.0.1", slow.port());
+  streamer.set_read_timeout(120, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string received;
+  int chunks = 0;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    if (++chunks == 5) slow.signal(SIGTERM);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  ASSERT_TRUE(streamer.send(req, res, err)) << httplib::to_string(err);
+  EXPECT_EQ(res.status, 200);
+  const size_t error_at = received.find("data: {\"error\"");
+  ASSERT_NE(error_at, std::string::npos) << received.substr(received.size() > 600 ? received.size() - 600 : 0);
+  const std::string tail = received.substr(error_at);
+  const json e = json::parse(tail.substr(6, tail.find('\n') - 6));
+  EXPECT_EQ(e["error"]["type"], "server_error") << e.dump();
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("shutting down"), std::string::npos) << e.dump();
+  EXPECT_EQ(tail.substr(tail.size() - std::string("data: [DONE]\n\n").size()), "data: [DONE]\n\n") << tail;
+  EXPECT_EQ(received.find("\"finish_reason\":\"length\""), std::string::npos) << "the request finished first";
+  EXPECT_EQ(slow.wait_exit(std::chrono::seconds(10)), 0) << slow.log();  // one signal: a clean exit
 }
 
 TEST_F(ServeE2E, StopsAndErrorsLeaveNoBlocksInUse) {

@@ -101,6 +101,11 @@ class ServerProcess {
   /// SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit code (128 + signal when
   /// killed by a signal), or -1 if there was no process.
   int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(10000)) { return proc_.stop(grace); }
+  /// Sends `sig` (the server keeps running until it acts on it).
+  void signal(int sig) { proc_.signal(sig); }
+  /// Waits up to `grace` for the server to exit by itself, then SIGKILLs it. Returns the
+  /// exit code as stop() does.
+  int wait_exit(std::chrono::milliseconds grace) { return proc_.wait_or_kill(grace); }
 
  private:
   void start(Options opts) {
