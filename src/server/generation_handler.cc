@@ -88,8 +88,16 @@ PieceFn GenerationHandler::piece_fn() const {
   return [tok](int32_t id) { return tok->token_to_piece(id); };
 }
 
+std::shared_ptr<void> GenerationHandler::hold_open() const {
+  open_->fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [n = open_](void*) { n->fetch_sub(1); });
+}
+
 void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, const std::string& body,
                                httplib::Response& res) const {
+  // Counted before the stopping check (both sequentially consistent): either this request
+  // sees the shutdown and is refused, or the server sees it open and waits for its end.
+  std::shared_ptr<void> open = hold_open();
   if (stopping_ && stopping_->load()) {
     send_error(res, unavailable("The server is shutting down."));
     return;
@@ -147,9 +155,9 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     return;
   }
   if (r.stream) {
-    respond_stream(r, std::move(streams), res);
+    respond_stream(r, std::move(streams), std::move(open), res);
   } else {
-    respond_full(r, std::move(streams), res);
+    respond_full(r, std::move(streams), std::move(open), res);
   }
 }
 
@@ -227,7 +235,7 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
 }
 
 void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                                     httplib::Response& res) const {
+                                     std::shared_ptr<void> open, httplib::Response& res) const {
   auto f = std::make_shared<FullResult>();
   f->request = r;
   f->streams = std::move(streams);
@@ -250,7 +258,7 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
   // went away: abort, so its KV blocks are freed at the next engine step. An error after
   // this point arrives as the error object with status 200.
   res.status = 200;
-  res.set_chunked_content_provider("application/json", [this, f](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("application/json", [this, f, open](size_t, httplib::DataSink& sink) {
     if (!collect(*f, kHeartbeatInterval)) {
       if (!sink.write(" ", 1)) {
         f->streams->abort_all();
@@ -266,7 +274,7 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
 }
 
 void GenerationHandler::respond_stream(const GenerationRequest& r,
-                                       std::unique_ptr<ChoiceStreams> streams,
+                                       std::unique_ptr<ChoiceStreams> streams, std::shared_ptr<void> open,
                                        httplib::Response& res) const {
   // The session lives in the provider; when httplib destroys the provider (stream done,
   // client gone, server stopping) the ChoiceStreams destructor aborts what is unfinished.
@@ -279,7 +287,7 @@ void GenerationHandler::respond_stream(const GenerationRequest& r,
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       kSseContentType,
-      [session](size_t /*offset*/, httplib::DataSink& sink) { return session->pump(sink); });
+      [session, open](size_t /*offset*/, httplib::DataSink& sink) { return session->pump(sink); });
 }
 
 }  // namespace pdserve::server

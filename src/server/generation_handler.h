@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 
 #include <httplib.h>
 
@@ -32,19 +33,28 @@ class GenerationHandler {
   /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).
   void handle(Endpoint endpoint, const httplib::Request& req, const std::string& body, httplib::Response& res) const;
 
+  /// Requests being handled whose response is not fully written yet: a stream or a long
+  /// non-streamed body is written after handle() returns, by a content provider that
+  /// httplib stops calling once the server stops. At shutdown the server waits for 0
+  /// before it stops, so an aborted request still gets its error and its end.
+  int open_responses() const { return open_->load(); }
+
  private:
+  /// Counts one open response until the returned token (kept by the content provider,
+  /// if any) is destroyed.
+  std::shared_ptr<void> hold_open() const;
   struct FullResult;
   /// Non-streamed answer. Requests that finish within kHeartbeatAfter get a normal
   /// response; longer ones get status 200 at once and white-space heartbeats until the
   /// JSON body, so a disconnected client is noticed and its request aborted.
   void respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                    httplib::Response& res) const;
+                    std::shared_ptr<void> open, httplib::Response& res) const;
   /// Gathers output for up to `budget`; true when every choice has finished.
   bool collect(FullResult& f, std::chrono::milliseconds budget) const;
   /// The HTTP status and JSON body for gathered output (an error object on failure).
   std::pair<int, std::string> full_response(FullResult& f) const;
   void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                      httplib::Response& res) const;
+                      std::shared_ptr<void> open, httplib::Response& res) const;
   /// Authenticates and admits `r` at the gateway (rate limits, class, queue bound),
   /// setting the x-ratelimit-* headers; the error to answer with, or null and `lease`.
   std::optional<ApiError> admit(const GenerationRequest& r, const std::vector<std::vector<int32_t>>& prompts,
@@ -58,6 +68,7 @@ class GenerationHandler {
   const std::atomic<bool>* stopping_;
   RequestLimits limits_;
   gateway::Gateway* gateway_;
+  std::shared_ptr<std::atomic<int>> open_ = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace pdserve::server

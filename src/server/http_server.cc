@@ -36,6 +36,9 @@ namespace {
 constexpr double kReadTimeoutSec = 30;    // a request's body
 constexpr double kWriteTimeoutSec = 300;  // one blocked write (a slow stream reader)
 constexpr size_t kKeepAliveMaxCount = 1000;
+// At shutdown, how long aborted requests may take to write their error and end before the
+// server stops (and closes their connections); an idle server stops at once.
+constexpr auto kShutdownGrace = std::chrono::seconds(15);
 
 ConnectionLimits connection_limits(const ServerConfig& c) {
   ConnectionLimits l;
@@ -59,6 +62,10 @@ ApiError body_too_large(size_t limit) {
 
 std::atomic<int> g_signals{0};
 std::atomic<int> g_last_signal{0};
+// Signal numbers by arrival: signal i (counting from 0 over the process) in slot i % 8, so
+// the watcher can name the first of its run's signals even when a second one interrupted
+// the first handler (0 until stored).
+std::atomic<int> g_signal_log[8];
 std::mutex g_signal_mu;
 int g_signal_users = 0;
 struct sigaction g_old_int, g_old_term;
@@ -70,7 +77,7 @@ extern "C" void on_hangup_signal(int) { g_hangups.fetch_add(1); }
 
 extern "C" void on_stop_signal(int sig) {
   g_last_signal.store(sig);
-  g_signals.fetch_add(1);
+  g_signal_log[g_signals.fetch_add(1) % 8].store(sig);
 }
 
 void install_signal_handlers() {
@@ -386,6 +393,7 @@ void HttpServer::Impl::setup_api_routes() {
 
 void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_start) {
   bool stop_sent = false;
+  std::chrono::steady_clock::time_point stop_deadline{};
   int hangups_seen = g_hangups.load();
   while (!listen_done.load()) {
     if (const int h = g_hangups.load(); h != hangups_seen) {
@@ -393,17 +401,28 @@ void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_star
       reload_auth();
     }
     const int signals = g_signals.load() - signals_at_start;
+    const auto first_signal = [&] {
+      const int sig = g_signal_log[signals_at_start % 8].load();
+      return sig ? sig : g_last_signal.load();
+    };
     if (signals >= 2) {
       // Both may have come within one poll: the first one's line is still owed.
-      if (!stopping.load()) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
+      if (!stopping.load()) PDS_LOG_INFO("signal {} received: shutting down", first_signal());
       PDS_LOG_WARN("second stop signal: exiting now");
       std::_Exit(128 + g_last_signal.load());
     }
     if (!stopping.load() && (signals > 0 || stop_requested.load())) {
-      if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
+      if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", first_signal());
       stopping.store(true);
+      stop_deadline = std::chrono::steady_clock::now() + kShutdownGrace;
     }
-    if (stopping.load() && !stop_sent && svr.is_running()) {
+    // httplib stops writing chunked bodies once stopped: first let the aborted requests
+    // write their error and end (new ones are refused with 503 meanwhile).
+    if (stopping.load() && !stop_sent && svr.is_running() &&
+        (generation.open_responses() == 0 || std::chrono::steady_clock::now() >= stop_deadline)) {
+      if (generation.open_responses() > 0)
+        PDS_LOG_WARN("{} responses still open {} s after the stop: closing them", generation.open_responses(),
+                     std::chrono::duration_cast<std::chrono::seconds>(kShutdownGrace).count());
       svr.stop();
       stop_sent = true;
     }

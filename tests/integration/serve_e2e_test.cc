@@ -18,6 +18,7 @@
 #include "support/pool_free.h"
 #include "support/reference.h"
 #include "support/server_process.h"
+#include "support/wait.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve {
@@ -230,40 +231,101 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   EXPECT_EQ(json::parse(ok->body)["usage"]["completion_tokens"], 2);
 }
 
-TEST_F(ServeE2E, SigtermEndsARunningStreamWithAnErrorEventAndDone) {
-  // A long stream cut by SIGTERM: the client reads an OpenAI-style error event and the
-  // stream's [DONE], not a dropped connection, and the server exits cleanly.
+TEST_F(ServeE2E, SigtermGivesEveryRunningRequestItsErrorAndItsEnd) {
+  // Long requests cut by SIGTERM: each stream reads an OpenAI-style error event and the
+  // stream's [DONE], each non-streamed request already past its status line (keep-alive
+  // spaces) reads the error object as its body — none a dropped connection — and the
+  // server exits cleanly. Several at once: the server must not stop writing before the
+  // last one has ended.
   testing::ServerProcess::Options o;
   o.model = "../shared/models/synth-llama-small-f16.gguf";
+  o.extra_args = {"--max-batched-tokens", "4096"};
   testing::ServerProcess slow(o);
   ASSERT_TRUE(slow.ready()) << slow.error();
-  httplib::Client streamer("127.0.0.1", slow.port());
-  streamer.set_read_timeout(120, 0);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}}.dump();
-  req.set_header("Content-Type", "application/json");
-  std::string received;
-  int chunks = 0;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    received.append(data, n);
-    if (++chunks == 5) slow.signal(SIGTERM);
-    return true;
+  constexpr int kStreams = 3, kFull = 5, kAll = kStreams + kFull;
+  std::atomic<int> started{0};
+  std::promise<void> all_started;
+  struct Outcome {
+    bool sent = false;
+    int status = 0;
+    std::string body;
   };
-  httplib::Response res;
-  httplib::Error err;
-  ASSERT_TRUE(streamer.send(req, res, err)) << httplib::to_string(err);
-  EXPECT_EQ(res.status, 200);
-  const size_t error_at = received.find("data: {\"error\"");
-  ASSERT_NE(error_at, std::string::npos) << received.substr(received.size() > 600 ? received.size() - 600 : 0);
-  const std::string tail = received.substr(error_at);
-  const json e = json::parse(tail.substr(6, tail.find('\n') - 6));
-  EXPECT_EQ(e["error"]["type"], "server_error") << e.dump();
-  EXPECT_NE(e["error"]["message"].get<std::string>().find("shutting down"), std::string::npos) << e.dump();
-  EXPECT_EQ(tail.substr(tail.size() - std::string("data: [DONE]\n\n").size()), "data: [DONE]\n\n") << tail;
-  EXPECT_EQ(received.find("\"finish_reason\":\"length\""), std::string::npos) << "the request finished first";
-  EXPECT_EQ(slow.wait_exit(std::chrono::seconds(10)), 0) << slow.log();  // one signal: a clean exit
+  std::vector<Outcome> out(kAll);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kAll; ++i) {
+    clients.emplace_back([&, i] {
+      const bool stream = i < kStreams;
+      httplib::Client c("127.0.0.1", slow.port());
+      c.set_read_timeout(120, 0);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = json{{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 4000},
+                      {"stream", stream}, {"ignore_eos", true}}.dump();
+      req.set_header("Content-Type", "application/json");
+      bool counted = false;
+      req.content_receiver = [&, stream](const char* data, size_t n, uint64_t, uint64_t) {
+        out[i].body.append(data, n);
+        // A stream once it has tokens; a non-streamed request at its first keep-alive space.
+        if (!counted && (!stream || out[i].body.find("\"text\"") != std::string::npos)) {
+          counted = true;
+          if (started.fetch_add(1) + 1 == kAll) all_started.set_value();
+        }
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error err;
+      out[i].sent = c.send(req, res, err);
+      out[i].status = res.status;
+    });
+  }
+  const bool ready = all_started.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  // The signal comes during a long prefill step (one ~3,900-token prompt in one step): the
+  // aborts wait for that step, longer than a keep-alive interval, which is when a server
+  // that stopped its HTTP side at once cut the non-streamed bodies short.
+  httplib::Client probe("127.0.0.1", slow.port());
+  const auto blocks_used = [&]() -> int64_t {
+    auto h = probe.Get("/health");
+    return h && h->status == 200 ? json::parse(h->body)["kv_blocks_used"].get<int64_t>() : -1;
+  };
+  const int64_t before = blocks_used();
+  std::thread long_prefill([&] {
+    httplib::Client c("127.0.0.1", slow.port());
+    c.set_read_timeout(120, 0);
+    std::string prompt;
+    for (int k = 0; k < 3900; ++k) prompt += " hello";
+    c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 1}}.dump(), "application/json");
+  });
+  const bool in_prefill =
+      testing::wait_until([&] { return blocks_used() > before + 100; }, std::chrono::seconds(30), std::chrono::milliseconds(1));
+  slow.signal(SIGTERM);
+  for (auto& t : clients) t.join();
+  long_prefill.join();
+  ASSERT_TRUE(ready) << started.load() << " of " << kAll << " requests started";
+  EXPECT_TRUE(in_prefill) << "the long prompt's blocks were never allocated";
+  const auto is_shutdown_error = [](const json& e) {
+    return e.contains("error") && e["error"]["type"] == "server_error" &&
+           e["error"]["message"].get<std::string>().find("shutting down") != std::string::npos;
+  };
+  for (int i = 0; i < kAll; ++i) {
+    const std::string& body = out[i].body;
+    const std::string tail_of_body = body.substr(body.size() > 600 ? body.size() - 600 : 0);
+    EXPECT_TRUE(out[i].sent) << "request " << i << " lost its connection: " << tail_of_body;
+    EXPECT_EQ(out[i].status, 200) << "request " << i;
+    if (i < kStreams) {
+      const size_t error_at = body.find("data: {\"error\"");
+      ASSERT_NE(error_at, std::string::npos) << "stream " << i << ": " << tail_of_body;
+      const std::string tail = body.substr(error_at);
+      EXPECT_TRUE(is_shutdown_error(json::parse(tail.substr(6, tail.find('\n') - 6)))) << tail;
+      EXPECT_EQ(tail.substr(tail.size() - std::string("data: [DONE]\n\n").size()), "data: [DONE]\n\n") << tail;
+    } else {
+      const json e = json::parse(body, nullptr, false);  // leading spaces are JSON white space
+      ASSERT_FALSE(e.is_discarded()) << "request " << i << " body is not JSON: " << tail_of_body;
+      EXPECT_TRUE(is_shutdown_error(e)) << e.dump();
+    }
+    EXPECT_EQ(body.find("\"finish_reason\":\"length\""), std::string::npos) << "request " << i << " finished first";
+  }
+  EXPECT_EQ(slow.wait_exit(std::chrono::seconds(20)), 0) << slow.log();  // one signal: a clean exit
 }
 
 TEST_F(ServeE2E, StopsAndErrorsLeaveNoBlocksInUse) {
