@@ -95,13 +95,17 @@ std::shared_ptr<void> GenerationHandler::hold_open() const {
 
 void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, const std::string& body,
                                httplib::Response& res) const {
-  // Counted before the stopping check (both sequentially consistent): either this request
-  // sees the shutdown and is refused, or the server sees it open and waits for its end.
-  std::shared_ptr<void> open = hold_open();
-  if (stopping_ && stopping_->load()) {
+  const auto refuse_if_stopping = [&] {
+    if (!stopping_ || !stopping_->load()) return false;
     send_error(res, unavailable("The server is shutting down."));
-    return;
-  }
+    return true;
+  };
+  // Once before counting (so refused requests do not hold the shutdown back), and once
+  // after (both sequentially consistent): either this request sees the shutdown and is
+  // refused, or the server sees it open and waits for its end.
+  if (refuse_if_stopping()) return;
+  std::shared_ptr<void> open = hold_open();
+  if (refuse_if_stopping()) return;
   if (auto err = check_json_depth(body, limits_.max_json_depth)) {
     send_error(res, *err);
     return;

@@ -392,7 +392,7 @@ void HttpServer::Impl::setup_api_routes() {
 }
 
 void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_start) {
-  bool stop_sent = false;
+  bool stop_sent = false, stop_seen = false;
   std::chrono::steady_clock::time_point stop_deadline{};
   int hangups_seen = g_hangups.load();
   while (!listen_done.load()) {
@@ -414,6 +414,9 @@ void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_star
     if (!stopping.load() && (signals > 0 || stop_requested.load())) {
       if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", first_signal());
       stopping.store(true);
+    }
+    if (stopping.load() && !stop_seen) {  // a signal, or stop() (which sets stopping itself)
+      stop_seen = true;
       stop_deadline = std::chrono::steady_clock::now() + kShutdownGrace;
     }
     // httplib stops writing chunked bodies once stopped: first let the aborted requests

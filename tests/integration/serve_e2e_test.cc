@@ -239,7 +239,7 @@ TEST_F(ServeE2E, SigtermGivesEveryRunningRequestItsErrorAndItsEnd) {
   // last one has ended.
   testing::ServerProcess::Options o;
   o.model = "../shared/models/synth-llama-small-f16.gguf";
-  o.extra_args = {"--max-batched-tokens", "4096"};
+  o.extra_args = {"--max-batched-tokens", "1024"};
   testing::ServerProcess slow(o);
   ASSERT_TRUE(slow.ready()) << slow.error();
   constexpr int kStreams = 3, kFull = 5, kAll = kStreams + kFull;
@@ -280,9 +280,10 @@ TEST_F(ServeE2E, SigtermGivesEveryRunningRequestItsErrorAndItsEnd) {
     });
   }
   const bool ready = all_started.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
-  // The signal comes during a long prefill step (one ~3,900-token prompt in one step): the
-  // aborts wait for that step, longer than a keep-alive interval, which is when a server
-  // that stopped its HTTP side at once cut the non-streamed bodies short.
+  // The signal comes while a long prompt is prefilled in chunks of up to 1,024 tokens:
+  // right after its first chunk's step (its blocks show in /health), so the aborts wait for
+  // the next chunk's step — longer than a keep-alive interval, which is when a server that
+  // stopped its HTTP side at once cut the non-streamed bodies short.
   httplib::Client probe("127.0.0.1", slow.port());
   const auto blocks_used = [&]() -> int64_t {
     auto h = probe.Get("/health");
@@ -294,15 +295,16 @@ TEST_F(ServeE2E, SigtermGivesEveryRunningRequestItsErrorAndItsEnd) {
     c.set_read_timeout(120, 0);
     std::string prompt;
     for (int k = 0; k < 3900; ++k) prompt += " hello";
-    c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 1}}.dump(), "application/json");
+    c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 16}}.dump(), "application/json");
   });
+  // A 1,024-token chunk is 64 blocks; the 8 decodes add at most a few in that time.
   const bool in_prefill =
-      testing::wait_until([&] { return blocks_used() > before + 100; }, std::chrono::seconds(30), std::chrono::milliseconds(1));
+      testing::wait_until([&] { return blocks_used() > before + 40; }, std::chrono::seconds(30), std::chrono::milliseconds(1));
   slow.signal(SIGTERM);
   for (auto& t : clients) t.join();
   long_prefill.join();
   ASSERT_TRUE(ready) << started.load() << " of " << kAll << " requests started";
-  EXPECT_TRUE(in_prefill) << "the long prompt's blocks were never allocated";
+  EXPECT_TRUE(in_prefill) << "the long prompt's first chunk never showed in /health";
   const auto is_shutdown_error = [](const json& e) {
     return e.contains("error") && e["error"]["type"] == "server_error" &&
            e["error"]["message"].get<std::string>().find("shutting down") != std::string::npos;
