@@ -20,6 +20,7 @@ its vocabulary. F32 input tensors only (stories260K's type); `pdserve quantize` 
 for another type. GGUF format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 """
 import argparse
+import math
 import struct
 import sys
 
@@ -95,11 +96,11 @@ def main():
     def find(key):
         return next((e for e in kv if e[0] == arch + key), None)
 
-    def u32(key, required=True):
+    def u32(key):
         e = find(key)
-        if e is None and required:
+        if e is None:
             sys.exit(f"widen_model: no {(arch + key).decode()}")
-        return struct.unpack("<I", e[2])[0] if e else None
+        return struct.unpack("<I", e[2])[0]
 
     n_embd, n_ff, n_head = u32(b".embedding_length"), u32(b".feed_forward_length"), u32(b".attention.head_count")
     a.embd, a.ff = a.embd or n_embd, a.ff or n_ff
@@ -138,24 +139,22 @@ def main():
             b"attn_output.weight": (None, D), b"ffn_gate.weight": (D, F), b"ffn_up.weight": (D, F),
             b"ffn_down.weight": (F, D), b"attn_norm.weight": (D, None), b"ffn_norm.weight": (D, None),
             b"output_norm.weight": (D, None)}
-    norm_scale = struct.pack("<f", (E / D) ** 0.5)
+    norm_scale = (E / D) ** 0.5
+    offsets = sorted(t[3] for t in tensors)
+    end_of = {o: (offsets[i + 1] if i + 1 < len(offsets) else len(data) - base) for i, o in enumerate(offsets)}
     out_data = []
     for name, dims, t, off in tensors:
         short = name.split(b".", 2)[-1] if name.startswith(b"blk.") else name
-        n = 1
-        for d in dims:
-            n *= d
-        if short not in grow:
-            end = next((o for _, _, _, o in sorted(tensors, key=lambda x: x[3]) if o > off), len(data) - base)
-            out_data.append((name, dims, t, data[base + off:base + end]))
+        n = math.prod(dims)
+        if short not in grow:  # copied as it is (with the padding after it, re-aligned below)
+            out_data.append((name, dims, t, data[base + off:base + end_of[off]]))
             continue
         if t != GGML_F32:
             sys.exit(f"widen_model: {name.decode()} is not F32 (type {t}): widen the F32 model, then quantize")
         src = data[base + off:base + off + 4 * n]
         if short.endswith(b"norm.weight"):  # rms_norm over D zero-padded values: w * sqrt(E / D)
-            scale = struct.unpack("<f", norm_scale)[0]
             w = struct.unpack(f"<{n}f", src)
-            blob = struct.pack(f"<{n}f", *[x * scale for x in w]) + bytes(4 * (D - n))
+            blob = struct.pack(f"<{n}f", *[x * norm_scale for x in w]) + bytes(4 * (D - n))
             out_data.append((name, [D], t, blob))
             continue
         cols, rows = dims[0], (dims[1] if len(dims) > 1 else 1)

@@ -48,6 +48,10 @@ ApiError unavailable(std::string message) {
   return ApiError{503, std::move(message), "server_error", std::nullopt, std::nullopt};
 }
 
+ApiError aborted_by_shutdown() {
+  return unavailable("The request was aborted because the server is shutting down.");
+}
+
 int http_status(StatusCode c) {
   switch (c) {
     case StatusCode::Ok: return 200;

@@ -38,6 +38,9 @@ ApiError method_not_allowed(const std::string& method, const std::string& path);
 ApiError server_error(std::string message);
 /// 503 server_error (shutting down / overloaded).
 ApiError unavailable(std::string message);
+/// 503: a running request aborted because the server is shutting down (its body, or a
+/// stream's last event).
+ApiError aborted_by_shutdown();
 
 /// The HTTP status for a failed Status of code `c` (the one code → HTTP mapping):
 ///   InvalidArgument, FailedPrecondition → 400; ResourceExhausted → 400 too (a request

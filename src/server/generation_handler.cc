@@ -224,7 +224,7 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
   }
   for (const auto& c : f.choices) {
     if (c.finish == engine::FinishReason::Abort || c.finish == engine::FinishReason::None) {
-      const ApiError e = unavailable("The request was aborted because the server is shutting down.");
+      const ApiError e = aborted_by_shutdown();
       return {e.status, e.body()};
     }
   }

@@ -62,10 +62,6 @@ ApiError body_too_large(size_t limit) {
 
 std::atomic<int> g_signals{0};
 std::atomic<int> g_last_signal{0};
-// Signal numbers by arrival: signal i (counting from 0 over the process) in slot i % 8, so
-// the watcher can name the first of its run's signals even when a second one interrupted
-// the first handler (0 until stored).
-std::atomic<int> g_signal_log[8];
 std::mutex g_signal_mu;
 int g_signal_users = 0;
 struct sigaction g_old_int, g_old_term;
@@ -77,7 +73,7 @@ extern "C" void on_hangup_signal(int) { g_hangups.fetch_add(1); }
 
 extern "C" void on_stop_signal(int sig) {
   g_last_signal.store(sig);
-  g_signal_log[g_signals.fetch_add(1) % 8].store(sig);
+  g_signals.fetch_add(1);
 }
 
 void install_signal_handlers() {
@@ -401,18 +397,16 @@ void HttpServer::Impl::watch(std::atomic<bool>& listen_done, int signals_at_star
       reload_auth();
     }
     const int signals = g_signals.load() - signals_at_start;
-    const auto first_signal = [&] {
-      const int sig = g_signal_log[signals_at_start % 8].load();
-      return sig ? sig : g_last_signal.load();
-    };
     if (signals >= 2) {
-      // Both may have come within one poll: the first one's line is still owed.
-      if (!stopping.load()) PDS_LOG_INFO("signal {} received: shutting down", first_signal());
+      // Both may have come within one poll: the "received" line is still owed. (Signals
+      // pending together are delivered lowest number first, so which was sent first is
+      // not known here; the line names the one the exit status gives.)
+      if (!stopping.load()) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
       PDS_LOG_WARN("second stop signal: exiting now");
       std::_Exit(128 + g_last_signal.load());
     }
     if (!stopping.load() && (signals > 0 || stop_requested.load())) {
-      if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", first_signal());
+      if (signals > 0) PDS_LOG_INFO("signal {} received: shutting down", g_last_signal.load());
       stopping.store(true);
     }
     if (stopping.load() && !stop_seen) {  // a signal, or stop() (which sets stopping itself)

@@ -157,7 +157,7 @@ bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
     // Shutdown: the client gets an error event and the stream's end, so it can tell a cut
     // answer from a finished one (and retry elsewhere), instead of a dropped connection.
     streams_->abort_all();
-    out += sse_data(unavailable("The request was aborted because the server is shutting down.").to_json());
+    out += sse_data(aborted_by_shutdown().to_json());
     out += sse_done();
     finished_ = true;
   } else if (out.empty() && now - last_write_ >= kKeepAliveInterval) {

@@ -1,7 +1,7 @@
 // `pdserve serve` on stories260K over real HTTP: the reference through /v1/completions
 // (JSON and SSE, with logprobs), concurrency without cross-talk, and every KV block back
-// in the pool after requests finish, stop, or disconnect mid-stream; a stream cut by
-// SIGTERM ends with an error event.
+// in the pool after requests finish, stop, or disconnect mid-stream; requests cut by
+// SIGTERM end with the shutdown error (an SSE event and [DONE], or the JSON body).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
