@@ -5,7 +5,6 @@
 // as the engine's decode steps do (kv::KvCacheManager::evict_tokens after every step, the
 // attention-mass rows of h2o accumulated from the forward pass: engine.cc / scheduler.cc).
 // --profile adds a per-op table (model/op_profile.h) of the pp step and the tg steps.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "cli/choice_option.h"
 #include "cli/commands.h"
 #include "kernels/matmul.h"
+#include "kernels/parallel.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 
@@ -175,8 +175,8 @@ int run_bench_model(const BenchModelArgs& a) {
   }
   model::Model& m = *loaded.value();
   const auto& c = m.config();
-  const int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
-  omp_set_num_threads(threads);
+  if (a.threads > 0) kernels::set_compute_threads(a.threads);
+  const int threads = kernels::compute_threads();
 
   // Weight bytes one decode token reads: every 2-D tensor except the embedding table
   // (one row looked up) — unless it doubles as the output head (tied embeddings).

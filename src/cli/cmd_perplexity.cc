@@ -15,6 +15,7 @@
 #include "cli/choice_option.h"
 #include "cli/commands.h"
 #include "engine/sampler.h"
+#include "kernels/parallel.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -96,7 +97,10 @@ double run_text(model::Model& m, std::vector<int32_t>& text, int n, kernels::KvD
 }  // namespace
 
 int run_perplexity(const PerplexityArgs& a) {
-  omp_set_num_threads(a.threads > 0 ? a.threads : omp_get_num_procs());
+  if (a.threads > 0) {
+    omp_set_num_threads(a.threads);  // the load's weight repacking
+    kernels::set_compute_threads(a.threads);
+  }
   auto m = model::Model::load(a.model);
   if (!m.ok()) {
     std::fprintf(stderr, "error: %s\n", m.error().c_str());

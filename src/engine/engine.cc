@@ -1,5 +1,4 @@
 // The engine step loop: schedule ▸ build Batch ▸ forward ▸ sample ▸ stream out.
-#include <omp.h>
 
 #include <algorithm>
 #include <limits>
@@ -13,6 +12,7 @@
 #include "engine/engine_impl.h"
 #include "engine/sampler.h"
 #include "kernels/matmul.h"
+#include "kernels/parallel.h"
 
 namespace pdserve::engine {
 
@@ -500,7 +500,7 @@ std::optional<std::chrono::steady_clock::time_point> EngineImpl::next_deadline()
 }
 
 void EngineImpl::run() {
-  omp_set_num_threads(cfg_.threads > 0 ? cfg_.threads : omp_get_num_procs());
+  if (cfg_.threads > 0) kernels::set_compute_threads(cfg_.threads);  // else: every CPU the process may use
   while (true) {
     {
       std::lock_guard<std::mutex> lk(mu_);

@@ -1,5 +1,7 @@
 #include "engine/request_stream.h"
 
+#include "base/clock.h"
+
 namespace pdserve::engine {
 
 const char* finish_reason_name(FinishReason r) {
@@ -14,6 +16,7 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 void RequestStream::push(StreamDelta d) {
+  d.pushed_at = now_seconds();
   std::shared_ptr<AutoResetEvent> event;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -42,6 +42,7 @@ struct StreamDelta {
   int prompt_tokens = 0;
   int completion_tokens = 0;                 // cumulative
   int cached_tokens = 0;                     // prompt tokens served from the prefix cache
+  double pushed_at = 0;                      // now_seconds() when the engine pushed it (set by push)
 };
 
 /// Thread-safe delta queue for one request. The engine pushes; one consumer pops.

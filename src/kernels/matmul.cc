@@ -8,8 +8,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include <omp.h>
-
 #include "kernels/matmul_float.h"
 #include "kernels/matmul_profile.h"
 #include "kernels/parallel.h"
@@ -163,41 +161,49 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
   // Activations: quantised, then repacked for the kernels; across threads only for
   // batches big enough to pay for the extra barriers (an oversubscribed machine can stall
   // each one for a time slice).
-#pragma omp parallel if (n_tokens >= 8 && worth_parallel(cols * n_tokens * 8))
-  {
-    for (const Format& f : formats) {
-#pragma omp for schedule(static)
-      for (int t = 0; t < n_tokens; ++t) quantize_act(f.wt, x + static_cast<int64_t>(t) * cols, act + f.off + t * f.stride, cols);
-    }
-    for (const Run& run : runs) {
-      if (!run.packs) continue;
-      const Format& f = formats[run.format];
-      const int n = run.t1 - run.t0;
-#pragma omp for schedule(static)
-      for (int tb = 0; tb < n; tb += kPackChunk)
-        run.k.pack(*jobs[run.job].w, run.order, act + f.off + run.t0 * f.stride, f.stride, n, tb, std::min(n, tb + kPackChunk),
-                   act + run.packed_off);
-    }
+  const bool parallel_prep = n_tokens >= 8 && worth_parallel(cols * n_tokens * 8);
+  for (const Format& f : formats)
+    parallel_for(
+        n_tokens,
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) quantize_act(f.wt, x + t * cols, act + f.off + t * f.stride, cols);
+        },
+        parallel_prep);
+  for (const Run& run : runs) {
+    if (!run.packs) continue;
+    const Format& f = formats[run.format];
+    const int n = run.t1 - run.t0;
+    parallel_for(
+        (n + kPackChunk - 1) / kPackChunk,
+        [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const int tb = static_cast<int>(c) * kPackChunk;
+            run.k.pack(*jobs[run.job].w, run.order, act + f.off + run.t0 * f.stride, f.stride, n, tb,
+                       std::min(n, tb + kPackChunk), act + run.packed_off);
+          }
+        },
+        parallel_prep);
   }
   const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
-#pragma omp parallel if (worth_parallel(work))
-  {
-  const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
-#pragma omp for schedule(static) nowait
-  for (int64_t g = 0; g < chunk_start[n_jobs]; ++g) {
-    const int j = static_cast<int>(std::upper_bound(chunk_start.begin(), chunk_start.end(), g) - chunk_start.begin()) - 1;
-    const WeightView& w = *jobs[j].w;
-    const int64_t c = g - chunk_start[j];
-    for (const Run& run : runs) {
-      if (run.job != j) continue;
-      const Format& f = formats[run.format];
-      const uint8_t* a = run.k.pack ? act + run.packed_off : act + f.off + run.t0 * f.stride;
-      run_gemm(run.k, w, a, f.stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk),
-               jobs[j].y + int64_t{run.t0} * w.rows, run.order);
-    }
-  }
-  if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / omp_get_num_threads());
-  }
+  parallel_for(
+      chunk_start[n_jobs],
+      [&](int64_t g0, int64_t g1) {
+        const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
+        for (int64_t g = g0; g < g1; ++g) {
+          const int j = static_cast<int>(std::upper_bound(chunk_start.begin(), chunk_start.end(), g) - chunk_start.begin()) - 1;
+          const WeightView& w = *jobs[j].w;
+          const int64_t c = g - chunk_start[j];
+          for (const Run& run : runs) {
+            if (run.job != j) continue;
+            const Format& f = formats[run.format];
+            const uint8_t* a = run.k.pack ? act + run.packed_off : act + f.off + run.t0 * f.stride;
+            run_gemm(run.k, w, a, f.stride, run.t1 - run.t0, c * chunk, std::min(w.rows, (c + 1) * chunk),
+                     jobs[j].y + int64_t{run.t0} * w.rows, run.order);
+          }
+        }
+        if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / compute_threads());
+      },
+      worth_parallel(work));
   if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 
@@ -226,14 +232,16 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
   }
   const int64_t n_chunks = (w.rows + kFloatRowChunk - 1) / kFloatRowChunk;
   const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
-#pragma omp parallel if (worth_parallel(w.rows * w.cols * n_tokens))
-  {
-  const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
-#pragma omp for schedule(static) nowait
-  for (int64_t c = 0; c < n_chunks; ++c)
-    matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y, w.rows, isa);
-  if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / omp_get_num_threads());
-  }
+  parallel_for(
+      n_chunks,
+      [&](int64_t c0, int64_t c1) {
+        const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
+        for (int64_t c = c0; c < c1; ++c)
+          matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y,
+                            w.rows, isa);
+        if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / compute_threads());
+      },
+      worth_parallel(w.rows * w.cols * n_tokens));
   if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 

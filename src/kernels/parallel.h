@@ -1,7 +1,14 @@
-// When to open an OpenMP parallel region.
+// How the model's loops run across the compute threads: when a loop is worth a parallel
+// region (worth_parallel), and parallel_for, a fork/join whose join waits for work, not for
+// threads.
+//
+// Every loop the forward pass splits computes each index the same way whatever thread
+// runs it (batch invariance): the split changes the time, never the bits.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace pdserve::kernels {
 
@@ -11,5 +18,39 @@ namespace pdserve::kernels {
 constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 
 inline bool worth_parallel(int64_t work) { return work >= kMinParallelWork; }
+
+/// Sets the number of compute threads (>= 1; the calling thread counts as one) that
+/// parallel_for uses when called from this thread. Each thread that calls parallel_for has
+/// its own pool of n − 1 workers (as each OpenMP initial thread has its own team), made or
+/// resized on its next parallel_for and joined when the thread exits. Default: the CPUs
+/// this process may run on (sched_getaffinity).
+void set_compute_threads(int n);
+
+/// The compute threads parallel_for uses from this thread (see set_compute_threads).
+int compute_threads();
+
+/// The range body of parallel_for: fn(ctx, begin, end).
+using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
+
+/// parallel_for's engine, for a plain function pointer (see parallel_for).
+void parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel);
+
+/// Runs body(begin, end) over disjoint ranges that cover [0, n), and returns when every
+/// range has run. In parallel each range is at most `grain` long (0 = about 8 ranges per
+/// compute thread); serially body gets [0, n) in one call.
+/// The calling thread takes part; the workers claim ranges one at a time from a shared
+/// counter, so a worker that is slow or descheduled leaves its ranges to the others, and
+/// the join waits only for ranges already claimed, never for a thread that has not started
+/// (an OpenMP barrier waits for every thread of the team, a whole time slice on a busy
+/// machine). Runs serially on the calling thread when `parallel` is false, when n <= grain,
+/// with one compute thread, or when called from inside another parallel_for's body (no
+/// nesting, as OpenMP's default). body must not throw.
+template <class Body>
+void parallel_for(int64_t n, Body&& body, bool parallel = true, int64_t grain = 0) {
+  using B = std::remove_reference_t<Body>;
+  parallel_for_fn(
+      n, grain, [](void* ctx, int64_t b, int64_t e) { (*static_cast<B*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&body)), parallel);
+}
 
 }  // namespace pdserve::kernels

@@ -3,8 +3,6 @@
 #include <cmath>
 #include <vector>
 
-#include <omp.h>
-
 #include "kernels/attention_scores.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -81,8 +79,13 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
 
   // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
   auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * E))
-    for (int t = 0; t < m; ++t) kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+    kernels::parallel_for(
+        m,
+        [&](int64_t t0, int64_t t1) {
+          for (int t = static_cast<int>(t0); t < t1; ++t)
+            kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+        },
+        kernels::worth_parallel(int64_t{m} * E));
     prof.mark(Op::kFfnNorm);
     if (c.n_expert > 0) {  // mixture of experts (model/moe.h): router, experts, weighted sum into proj
       moe_ffn(c, L, xn, m, ws_, proj);  // decode order throughout (moe.h)
@@ -94,11 +97,15 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
     kernels::matmul_multi(gate_up, 2, xn, m, ord);
     prof.mark(Op::kGateUp);
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{m} * F * 8))
-    for (int t = 0; t < m; ++t) {
-      if (c.geglu) kernels::geglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
-      else kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
-    }
+    kernels::parallel_for(
+        m,
+        [&](int64_t t0, int64_t t1) {
+          for (int t = static_cast<int>(t0); t < t1; ++t) {
+            if (c.geglu) kernels::geglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+            else kernels::swiglu(&gate[size_t(t) * F], &up[size_t(t) * F], F);
+          }
+        },
+        kernels::worth_parallel(int64_t{m} * F * 8));
     prof.mark(Op::kSwiglu);
     kernels::matmul(L.w_down, gate, m, proj, ord);
     prof.mark(Op::kDown);
@@ -108,13 +115,17 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     prof.mark(Op::kOther);
   };
 
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
-  for (int t = 0; t < n; ++t) {
-    float* xt = x + static_cast<size_t>(t) * E;
-    kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], xt);
-    if (c.embd_scale)  // gemma: ggml_scale(inpL, sqrtf(n_embd))
-      for (int i = 0; i < E; ++i) xt[i] *= std::sqrt(static_cast<float>(E));
-  }
+  kernels::parallel_for(
+      n,
+      [&](int64_t t0, int64_t t1) {
+        for (int t = static_cast<int>(t0); t < t1; ++t) {
+          float* xt = x + static_cast<size_t>(t) * E;
+          kernels::dequantize_row(weights_.tok_embd, batch.tokens[t], xt);
+          if (c.embd_scale)  // gemma: ggml_scale(inpL, sqrtf(n_embd))
+            for (int i = 0; i < E; ++i) xt[i] *= std::sqrt(static_cast<float>(E));
+        }
+      },
+      kernels::worth_parallel(int64_t{n} * E));
   prof.mark(Op::kEmbed);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
@@ -122,7 +133,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   const bool want_mass = !batch.attn_mass.empty();
   // Attention tasks: the smallest split of each GQA group into parts that gives every thread
   // the same number of tasks, or at least 4 tasks per thread.
-  const int attn_threads = kernels::worth_parallel(attn_work) ? omp_get_max_threads() : 1;
+  const int attn_threads = kernels::worth_parallel(attn_work) ? kernels::compute_threads() : 1;
   int attn_parts = 1;
   for (int64_t tasks = int64_t{n} * c.n_head_kv; attn_parts < group; ++attn_parts, tasks += int64_t{n} * c.n_head_kv)
     if (tasks % attn_threads == 0 || tasks >= 4 * attn_threads) break;
@@ -132,8 +143,13 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     const kernels::KvLayerView& cache = kv[l];
 
     // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
-    for (int t = 0; t < n; ++t) kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
+    kernels::parallel_for(
+        n,
+        [&](int64_t t0, int64_t t1) {
+          for (int t = static_cast<int>(t0); t < t1; ++t)
+            kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
+        },
+        kernels::worth_parallel(int64_t{n} * E));
     prof.mark(Op::kAttnNorm);
     const kernels::MatmulJob qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
     kernels::matmul_multi(qkv, 3, xn, n, order);
@@ -142,30 +158,34 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     add_bias(k, L.bk, n, nkv);
     add_bias(v, L.bv, n, nkv);
     prof.mark(Op::kOther);
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4))
-    for (int t = 0; t < n; ++t) {
-      float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
-      const float base = c.rope_base_of(l), freq_scale = c.rope_freq_scale_of(l);  // gemma3: local vs global
-      if (rope_ext)
-        kernels::rope_cache_factors(c.rope_dim, batch.positions[t], base, freq_scale, rope_factors_, c.rope_attn_factor, cs);
-      else
-        kernels::rope_cache(c.rope_dim, batch.positions[t], base, freq_scale, cs);
-      if (c.qk_norm) {  // qwen3, gemma3: RMSNorm over each head (llama.cpp build_norm on [hd, heads, tokens])
-        for (int h = 0; h < c.n_head; ++h) {
-          float* qh = &q[size_t(t) * nq + h * hd];
-          kernels::rms_norm(qh, qh, L.q_norm, hd, c.rms_eps);
-        }
-        for (int h = 0; h < c.n_head_kv; ++h) {
-          float* kh = &k[size_t(t) * nkv + h * hd];
-          kernels::rms_norm(kh, kh, L.k_norm, hd, c.rms_eps);
-        }
-      }
-      for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
-      for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
-      if (c.q_prescale)
-        for (int i = 0; i < nq; ++i) q[size_t(t) * nq + i] *= c.q_scale;
-      kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
-    }
+    kernels::parallel_for(
+        n,
+        [&](int64_t t0, int64_t t1) {
+          for (int t = static_cast<int>(t0); t < t1; ++t) {
+            float cs[kernels::kMaxHeadDim];  // cos/sin of this token's position (rope_dim <= head_dim, checked at load)
+            const float base = c.rope_base_of(l), freq_scale = c.rope_freq_scale_of(l);  // gemma3: local vs global
+            if (rope_ext)
+              kernels::rope_cache_factors(c.rope_dim, batch.positions[t], base, freq_scale, rope_factors_, c.rope_attn_factor, cs);
+            else
+              kernels::rope_cache(c.rope_dim, batch.positions[t], base, freq_scale, cs);
+            if (c.qk_norm) {  // qwen3, gemma3: RMSNorm over each head (llama.cpp build_norm on [hd, heads, tokens])
+              for (int h = 0; h < c.n_head; ++h) {
+                float* qh = &q[size_t(t) * nq + h * hd];
+                kernels::rms_norm(qh, qh, L.q_norm, hd, c.rms_eps);
+              }
+              for (int h = 0; h < c.n_head_kv; ++h) {
+                float* kh = &k[size_t(t) * nkv + h * hd];
+                kernels::rms_norm(kh, kh, L.k_norm, hd, c.rms_eps);
+              }
+            }
+            for (int h = 0; h < c.n_head; ++h) kernels::rope_apply(&q[size_t(t) * nq + h * hd], c.rope_dim, cs, c.rope_neox);
+            for (int h = 0; h < c.n_head_kv; ++h) kernels::rope_apply(&k[size_t(t) * nkv + h * hd], c.rope_dim, cs, c.rope_neox);
+            if (c.q_prescale)
+              for (int i = 0; i < nq; ++i) q[size_t(t) * nq + i] *= c.q_scale;
+            kernels::kv_store(cache, batch.slot_mapping[t], &k[size_t(t) * nkv], &v[size_t(t) * nkv]);
+          }
+        },
+        kernels::worth_parallel(int64_t{n} * (nq + nkv) * 4));
     prof.mark(Op::kRope);
     if (batch.after_layer) batch.after_layer(l);
     // One task per (token, KV head, part): the query heads of a KV head (GQA group) in one
@@ -176,34 +196,48 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     // (llama.cpp LLAMA_SWA_TYPE_STANDARD masks p − key >= window), i.e. the last `window`
     // of its keys_of(t) keys.
     const bool swa = c.is_swa_layer(l);
-#pragma omp parallel for schedule(dynamic, 1) collapse(3) if (attn_threads > 1)
-    for (int t = 0; t < n; ++t)
-      for (int g = 0; g < c.n_head_kv; ++g)
-        for (int part = 0; part < attn_parts; ++part) {
-          const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
-          const int first_key = swa ? std::max(0, batch.keys_of(t) - c.sliding_window) : 0;
-          kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
-                                         batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale,
-                                         &attn[size_t(t) * nq + h0 * hd], kernels::Isa::kAuto, first_key, c.attn_softcap);
-        }
+    const int64_t attn_tasks = int64_t{n} * c.n_head_kv * attn_parts;  // (token, KV head, part)
+    kernels::parallel_for(
+        attn_tasks,
+        [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const int t = static_cast<int>(i / (int64_t{c.n_head_kv} * attn_parts));
+            const int g = static_cast<int>(i / attn_parts % c.n_head_kv), part = static_cast<int>(i % attn_parts);
+            const int h0 = g * group + part * group / attn_parts, h1 = g * group + (part + 1) * group / attn_parts;
+            const int first_key = swa ? std::max(0, batch.keys_of(t) - c.sliding_window) : 0;
+            kernels::paged_attention_group(&q[size_t(t) * nq + h0 * hd], h1 - h0, cache, g,
+                                           batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale,
+                                           &attn[size_t(t) * nq + h0 * hd], kernels::Isa::kAuto, first_key, c.attn_softcap);
+          }
+        },
+        attn_threads > 1, /*grain=*/1);
     if (want_mass) {
       // H2O attention mass: a second pass over K (kernels/attention_scores.h), one task per
       // token so each row gets its heads' probabilities in a fixed order.
-#pragma omp parallel for schedule(dynamic, 1) if (attn_threads > 1)
-      for (int t = 0; t < n; ++t) {
-        float* mass = batch.attn_mass[t];
-        if (!mass) continue;
-        for (int g = 0; g < c.n_head_kv; ++g)
-          kernels::attention_mass_group(&q[size_t(t) * nq + g * group * hd], group, cache, g,
-                                        batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale, mass);
-      }
+      kernels::parallel_for(
+          n,
+          [&](int64_t t0, int64_t t1) {
+            for (int t = static_cast<int>(t0); t < t1; ++t) {
+              float* mass = batch.attn_mass[t];
+              if (!mass) continue;
+              for (int g = 0; g < c.n_head_kv; ++g)
+                kernels::attention_mass_group(&q[size_t(t) * nq + g * group * hd], group, cache, g,
+                                              batch.block_tables[batch.seq_ids[t]], batch.keys_of(t), attn_scale, mass);
+            }
+          },
+          attn_threads > 1, /*grain=*/1);
     }
     prof.mark(Op::kAttention);
     kernels::matmul(L.wo, attn, n, proj, order);
     prof.mark(Op::kWo);
     if (L.attn_post_norm) {
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{n} * E))
-      for (int t = 0; t < n; ++t) kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.attn_post_norm, E, c.rms_eps);
+      kernels::parallel_for(
+          n,
+          [&](int64_t t0, int64_t t1) {
+            for (int t = static_cast<int>(t0); t < t1; ++t)
+              kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.attn_post_norm, E, c.rms_eps);
+          },
+          kernels::worth_parallel(int64_t{n} * E));
     }
     kernels::add_inplace(x, proj, n * E);
     prof.mark(Op::kOther);

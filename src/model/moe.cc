@@ -66,8 +66,13 @@ void moe_ffn(const ModelConfig& c, const LayerWeights& L, const float* xn, int m
   start[0] = 0;
 
   float *gx = ws.moe_x.get(), *gy = ws.moe_y.get(), *gate = ws.moe_gate.get(), *up = ws.moe_up.get();
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{rows} * E))
-  for (int r = 0; r < rows; ++r) std::copy_n(xn + size_t(tok[r]) * E, E, gx + size_t(r) * E);
+  kernels::parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int r = static_cast<int>(r0); r < r1; ++r)
+          std::copy_n(xn + size_t(tok[r]) * E, E, gx + size_t(r) * E);
+      },
+      kernels::worth_parallel(int64_t{rows} * E));
 
   for (int e = 0; e < X; ++e) {
     const int n = start[e + 1] - start[e];
@@ -76,29 +81,38 @@ void moe_ffn(const ModelConfig& c, const LayerWeights& L, const float* xn, int m
     const kernels::MatmulJob jobs[] = {{&g, gate + size_t(start[e]) * Fe}, {&u, up + size_t(start[e]) * Fe}};
     kernels::matmul_multi(jobs, 2, gx + size_t(start[e]) * E, n, nullptr);
   }
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{rows} * Fe * 8))
-  for (int r = 0; r < rows; ++r) kernels::swiglu(gate + size_t(r) * Fe, up + size_t(r) * Fe, Fe);
+  kernels::parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        for (int r = static_cast<int>(r0); r < r1; ++r)
+          kernels::swiglu(gate + size_t(r) * Fe, up + size_t(r) * Fe, Fe);
+      },
+      kernels::worth_parallel(int64_t{rows} * Fe * 8));
   for (int e = 0; e < X; ++e) {
     const int n = start[e + 1] - start[e];
     if (n == 0) continue;
     kernels::matmul(expert_slice(L.w_down_exps, e, E), gate + size_t(start[e]) * Fe, n, gy + size_t(start[e]) * E, nullptr);
   }
 
-#pragma omp parallel for schedule(static) if (kernels::worth_parallel(int64_t{rows} * E))
-  for (int t = 0; t < m; ++t) {
-    float* o = out + size_t(t) * E;
-    const float* y0 = gy + size_t(row_of[size_t(t) * k]) * E;
-    const float w0 = w[size_t(t) * k];
-    for (int i = 0; i < E; ++i) o[i] = y0[i] * w0;
-    for (int j = 1; j < k; ++j) {
-      const float* yj = gy + size_t(row_of[size_t(t) * k + j]) * E;
-      const float wj = w[size_t(t) * k + j];
-      for (int i = 0; i < E; ++i) {
-        const float p = yj[i] * wj;
-        o[i] = o[i] + p;
-      }
-    }
-  }
+  kernels::parallel_for(
+      m,
+      [&](int64_t t0, int64_t t1) {
+        for (int t = static_cast<int>(t0); t < t1; ++t) {
+          float* o = out + size_t(t) * E;
+          const float* y0 = gy + size_t(row_of[size_t(t) * k]) * E;
+          const float w0 = w[size_t(t) * k];
+          for (int i = 0; i < E; ++i) o[i] = y0[i] * w0;
+          for (int j = 1; j < k; ++j) {
+            const float* yj = gy + size_t(row_of[size_t(t) * k + j]) * E;
+            const float wj = w[size_t(t) * k + j];
+            for (int i = 0; i < E; ++i) {
+              const float p = yj[i] * wj;
+              o[i] = o[i] + p;
+            }
+          }
+        }
+      },
+      kernels::worth_parallel(int64_t{rows} * E));
 }
 
 }  // namespace pdserve::model

@@ -50,7 +50,8 @@ std::string basename_of(const std::string& path) {
   return s == std::string::npos ? path : path.substr(s + 1);
 }
 
-/// Runs one request to its end; returns the times (now_seconds) of the deltas carrying tokens.
+/// Runs one request to its end; returns the times (now_seconds) the engine pushed the deltas
+/// carrying tokens (not when this thread saw them: a step can be shorter than a wake-up).
 struct Run {
   std::shared_ptr<engine::RequestStream> stream;
   std::vector<double> token_times;
@@ -72,7 +73,7 @@ void drain(std::vector<Run>& runs, AutoResetEvent& ev) {
       engine::StreamDelta d;
       while (r.stream->next(d, std::chrono::milliseconds(0))) {
         if (!d.tokens.empty())
-          for (size_t k = 0; k < d.tokens.size(); ++k) r.token_times.push_back(t);
+          for (size_t k = 0; k < d.tokens.size(); ++k) r.token_times.push_back(d.pushed_at);
         r.cached_tokens = d.cached_tokens;
         if (d.finish != engine::FinishReason::None) {
           if (d.finish == engine::FinishReason::Error || d.finish == engine::FinishReason::Abort)
@@ -309,8 +310,8 @@ Profile measure_profile(const ProfileOptions& o) {
       const int len = n + steps + 2;
       if (b < 1 || b > o.engine.max_seqs || len >= n_ctx || int64_t(b) * ((len + bs - 1) / bs) > st.kv_blocks_total) continue;
       std::vector<double> ts;
-      // A sample whose consumer lagged is dropped (below) and measured again, up to three
-      // tries per repeat, so that a loaded machine still yields the point.
+      // A sample with too few tokens while all b decode is dropped (below) and measured
+      // again, up to three tries per repeat, so that a loaded machine still yields the point.
       for (int tries = 0; static_cast<int>(ts.size()) < reps && tries < 3 * reps; ++tries) {
         // The b prompts share their leading whole blocks, which a first run puts in the
         // prefix cache, so that the b prefills stay short; decode reads every sequence's
@@ -339,8 +340,7 @@ Profile measure_profile(const ProfileOptions& o) {
         std::vector<double> in_window;  // stream 0's token times while all b decode
         for (double t : runs[0].token_times)
           if (t >= all_started && t <= first_end) in_window.push_back(t);
-        // A consumer that lagged sees several tokens at once (equal times): such a sample
-        // has no measurable gap and is dropped.
+        // The times are the engine's pushes, so a consumer that lagged does not merge steps.
         if (in_window.size() >= 3 && in_window.back() > in_window.front())
           ts.push_back((in_window.back() - in_window.front()) / double(in_window.size() - 1));
       }

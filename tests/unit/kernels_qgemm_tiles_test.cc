@@ -6,7 +6,6 @@
 // random bytes (every quant value and scale, Q8_0's −128 and Q6_K's negative scales)
 // against activations that all quantise to ±127.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cstring>
 #include <random>
@@ -15,6 +14,7 @@
 
 #include "base/fp16.h"
 #include "kernels/matmul.h"
+#include "kernels/parallel.h"
 #include "kernels/quants.h"
 #include "kernels/weight_layout.h"
 
@@ -142,23 +142,23 @@ TEST(KernelsQgemmTiles, ExtremeValuesEqualScalar) {
 // Results do not depend on how many threads split the rows and tokens.
 TEST(KernelsQgemmTiles, ThreadCountDoesNotChangeResults) {
   std::mt19937 rng(29);
-  const int saved = omp_get_max_threads();
+  const int saved = kernels::compute_threads();
   for (GgmlType t : kTypes) {
     const Weights w = make_weights(t, 272, 512, false, rng);
     for (int n : {1, 9, 35}) {
       const std::vector<float> x = make_x(n, 512, false, rng);
       const std::vector<uint8_t> flags = make_flags(n, 2);
       std::vector<float> ref(n * 272), y(n * 272);
-      omp_set_num_threads(1);
+      kernels::set_compute_threads(1);
       kernels::matmul(w.view, x.data(), n, ref.data(), flags.data());
       for (int threads : {2, 3}) {
-        omp_set_num_threads(threads);
+        kernels::set_compute_threads(threads);
         kernels::matmul(w.view, x.data(), n, y.data(), flags.data());
         EXPECT_EQ(0, std::memcmp(ref.data(), y.data(), ref.size() * 4)) << gguf::type_name(t) << " tokens " << n << " threads " << threads;
       }
     }
   }
-  omp_set_num_threads(saved);
+  kernels::set_compute_threads(saved);
 }
 
 // Q4_0, Q4_K, Q5_K and Q6_K rewritten into 16-row tiles (the layout Model::load gives the private copy

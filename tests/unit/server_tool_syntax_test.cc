@@ -179,7 +179,9 @@ void check_syntax(ToolSyntax s) {
       }
       ++with_calls;
       ASSERT_FALSE(p.calls.empty()) << text;
-      if (!tool_syntax_form(s).parallel) EXPECT_EQ(p.calls.size(), 1u);
+      if (!tool_syntax_form(s).parallel) {
+        EXPECT_EQ(p.calls.size(), 1u);
+      }
       for (const json& c : p.calls) {
         const std::string name = c["function"]["name"];
         EXPECT_TRUE(name == "get_weather" || name == "noop") << text;
@@ -203,7 +205,9 @@ void check_syntax(ToolSyntax s) {
       }
     }
     // auto: a uniformly drawn first byte is rarely the trigger, so calls are rare there.
-    if (std::string(choice) == "required") EXPECT_EQ(with_calls, 40);
+    if (std::string(choice) == "required") {
+      EXPECT_EQ(with_calls, 40);
+    }
   }
 }
 

@@ -1,0 +1,188 @@
+// parallel_for's pool: workers that claim ranges from one atomic word, and a join on a
+// count of finished ranges.
+//
+// One 64-bit word holds the current job: generation (20 bits) | range count (22) | next
+// unclaimed range (22). A thread claims a range by a compare-exchange that keeps the
+// generation, so a worker that wakes late, after its job is done and the next one posted,
+// fails its claim and never touches a finished job's (dead) arguments; it reads them only
+// after a claim succeeded, while the job is still running. The caller posts a job, claims
+// ranges like any worker, then waits until the finished count reaches the range count.
+#include "kernels/parallel.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PDS_CPU_RELAX() _mm_pause()
+#else
+#define PDS_CPU_RELAX() ((void)0)
+#endif
+
+namespace pdserve::kernels {
+
+namespace {
+
+constexpr int kClaimsPerThread = 8;  // default grain: about this many ranges per thread
+constexpr int kRangeBits = 22;       // ranges per job < 2^22
+constexpr int64_t kMaxRanges = (int64_t{1} << kRangeBits) - 1;
+constexpr uint64_t kRangeMask = (uint64_t{1} << kRangeBits) - 1;
+constexpr int kGenBits = 64 - 2 * kRangeBits;
+constexpr uint64_t kGenMask = (uint64_t{1} << kGenBits) - 1;
+// How long an idle worker spins for the next job before it sleeps: the gaps between a
+// forward pass's parallel loops (a norm, RoPE, sampling) are shorter; the gaps between
+// engine steps usually longer.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(300);
+
+constexpr uint64_t pack(uint64_t gen, uint64_t total, uint64_t next) {
+  return (gen & kGenMask) << (2 * kRangeBits) | total << kRangeBits | next;
+}
+constexpr uint64_t gen_of(uint64_t s) { return s >> (2 * kRangeBits); }
+constexpr uint64_t total_of(uint64_t s) { return (s >> kRangeBits) & kRangeMask; }
+constexpr uint64_t next_of(uint64_t s) { return s & kRangeMask; }
+
+thread_local bool t_in_body = false;  // inside a parallel_for body: nested calls run serially
+
+int default_threads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// One caller thread's workers (threads − 1 of them) and the job they share.
+class ComputePool {
+ public:
+  explicit ComputePool(int threads) : threads_(threads) {
+    workers_.reserve(threads - 1);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+
+  ~ComputePool() {
+    stop_.store(true, std::memory_order_seq_cst);
+    wake_.fetch_add(1, std::memory_order_seq_cst);
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  int threads() const { return threads_; }
+
+  void run(int64_t n, int64_t grain, RangeFn fn, void* ctx) {
+    const int64_t ranges = (n + grain - 1) / grain;
+    job_ = Job{fn, ctx, n, grain};
+    done_.store(0, std::memory_order_relaxed);
+    gen_ = (gen_ + 1) & kGenMask;
+    // seq_cst with the sleepers_ load below and a worker's sleepers_ increment then state
+    // load: either the worker sees this job or this thread sees it asleep and wakes it.
+    state_.store(pack(gen_, static_cast<uint64_t>(ranges), 0), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      wake_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.notify_all();
+    }
+    work(gen_);
+    // Ranges still running on workers: wait for them (a claimed range is being computed).
+    for (int spins = 0; done_.load(std::memory_order_acquire) < ranges; ++spins) {
+      if (spins < 4096) PDS_CPU_RELAX();
+      else std::this_thread::yield();
+    }
+  }
+
+ private:
+  struct Job {
+    RangeFn fn = nullptr;
+    void* ctx = nullptr;
+    int64_t n = 0, grain = 1;
+  };
+
+  // Claims and runs ranges of generation g until none is left (or g is no longer current).
+  void work(uint64_t g) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    while (gen_of(s) == g && next_of(s) < total_of(s)) {
+      if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      // The claim succeeded, so job g is not finished: the caller is still in run() and
+      // job_ is g's (published before the state word that carried g).
+      const Job& j = job_;
+      const int64_t b = static_cast<int64_t>(next_of(s)) * j.grain;
+      t_in_body = true;
+      j.fn(j.ctx, b, std::min(j.n, b + j.grain));
+      t_in_body = false;
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      s = state_.load(std::memory_order_acquire);
+    }
+  }
+
+  void worker_loop() {
+    pthread_setname_np(pthread_self(), "pds-compute");
+    uint64_t seen = 0;  // the generation of the state word at construction: a job posted before this thread ran is still new to it
+    for (;;) {
+      uint64_t s = state_.load(std::memory_order_acquire);
+      const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+      for (int i = 0; gen_of(s) == seen && !stop_.load(std::memory_order_relaxed); ++i) {
+        PDS_CPU_RELAX();
+        if ((i & 255) == 255 && std::chrono::steady_clock::now() > spin_until) {
+          const uint32_t w = wake_.load(std::memory_order_seq_cst);
+          sleepers_.fetch_add(1, std::memory_order_seq_cst);
+          if (gen_of(state_.load(std::memory_order_seq_cst)) == seen && !stop_.load(std::memory_order_seq_cst))
+            wake_.wait(w, std::memory_order_seq_cst);
+          sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        }
+        s = state_.load(std::memory_order_acquire);
+      }
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = gen_of(s);
+      work(seen);
+    }
+  }
+
+  const int threads_;
+  std::vector<std::thread> workers_;
+  Job job_;           // written by the caller before it publishes the generation in state_
+  uint64_t gen_ = 0;  // the caller's current generation (only the caller touches it)
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped (and notified) to wake sleeping workers
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+};
+
+struct CallerState {
+  int threads = default_threads();
+  std::unique_ptr<ComputePool> pool;
+};
+
+CallerState& caller() {
+  thread_local CallerState c;
+  return c;
+}
+
+}  // namespace
+
+void set_compute_threads(int n) { caller().threads = std::max(1, n); }
+
+int compute_threads() { return caller().threads; }
+
+void parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel) {
+  if (n <= 0) return;
+  CallerState& c = caller();
+  if (grain <= 0) grain = std::max<int64_t>(1, n / (int64_t{c.threads} * kClaimsPerThread));
+  grain = std::max(grain, (n + kMaxRanges - 1) / kMaxRanges);  // the range count fits its bits
+  if (c.threads <= 1 && c.pool) c.pool.reset();
+  if (!parallel || c.threads <= 1 || n <= grain || t_in_body) {
+    fn(ctx, 0, n);
+    return;
+  }
+  if (!c.pool || c.pool->threads() != c.threads) {
+    c.pool.reset();
+    c.pool = std::make_unique<ComputePool>(c.threads);
+  }
+  c.pool->run(n, grain, fn, ctx);
+}
+
+}  // namespace pdserve::kernels
