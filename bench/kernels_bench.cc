@@ -25,6 +25,7 @@
 #include "base/huge_pages.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/parallel.h"
 #include "kernels/weight_layout.h"
 #include "kernels/quants.h"
 
@@ -67,6 +68,7 @@ const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols, bool tiles16
 void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 = false) {
   const int64_t n = 2048;
   const int tokens = static_cast<int>(state.range(0));
+  pdserve::kernels::set_compute_threads(omp_get_max_threads());  // OMP_NUM_THREADS, else every CPU
   const Matrix& m = cached_matrix(t, rows, n, tiles16);
   std::vector<float> x(tokens * n), y(tokens * rows);
   std::mt19937 rng(7);
@@ -84,7 +86,7 @@ void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.data.size()));
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * rows * n * tokens * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
-  state.counters["threads"] = omp_get_max_threads();
+  state.counters["threads"] = pdserve::kernels::compute_threads();
 }
 
 void BM_Matmul(benchmark::State& state, GgmlType t) { run_matmul(state, t, 2048); }
@@ -344,6 +346,7 @@ void BM_AttentionF16Group(benchmark::State& state) {
   std::vector<uint16_t> k(static_cast<size_t>(n_blocks) * block * d), v(k.size());
   for (auto& x : k) x = pdserve::fp32_to_fp16(g(rng));
   for (auto& x : v) x = pdserve::fp32_to_fp16(g(rng));
+  pdserve::kernels::set_compute_threads(omp_get_max_threads());  // OMP_NUM_THREADS, else every CPU
   std::vector<int32_t> table(n_blocks);
   for (int i = 0; i < n_blocks; ++i) table[i] = i;
   std::vector<float> q(group * d), out(group * d);
@@ -370,7 +373,7 @@ BENCHMARK(BM_AttentionF16Group)->Arg(512)->Arg(2048)->Unit(benchmark::kMicroseco
 // the last-level cache, so the rows come from memory as in a decode step, where the weights
 // stream through the caches between the layers. K and V on huge pages, as the engine's
 // pools; written with kv_store (the cache dtype's conversion). Per layer the KV heads go to
-// the OpenMP threads as the model does (schedule(dynamic, 1)). Time per iteration =
+// the compute threads as the model does (kernels::parallel_for, one head per range). Time per iteration =
 // attention time of one decode token.
 void BM_AttentionDecodeTinyLlama(benchmark::State& state, pdserve::kernels::KvDtype dtype) {
   using pdserve::kernels::KvLayerView;
@@ -405,6 +408,7 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state, pdserve::kernels::KvDt
     }
     pdserve::kernels::kv_store(layer(static_cast<int>(ls / slots)), ls % slots, kf, vf);
   }
+  pdserve::kernels::set_compute_threads(omp_get_max_threads());  // OMP_NUM_THREADS, else every CPU
   std::vector<int32_t> table(n_blocks);
   for (int i = 0; i < n_blocks; ++i) table[i] = i;
   std::mt19937 rng(1);
@@ -414,16 +418,20 @@ void BM_AttentionDecodeTinyLlama(benchmark::State& state, pdserve::kernels::KvDt
   for (auto _ : state) {
     for (int l = 0; l < layers; ++l) {
       const KvLayerView kv = layer(l);
-#pragma omp parallel for schedule(dynamic, 1)
-      for (int h = 0; h < kv_heads; ++h)
-        pdserve::kernels::paged_attention_group(q.data() + h * group * d, group, kv, h, table.data(), n_keys, 0.125f,
-                                                out.data() + h * group * d);
+      pdserve::kernels::parallel_for(
+          kv_heads,
+          [&](int64_t h0, int64_t h1) {
+            for (int h = static_cast<int>(h0); h < h1; ++h)
+              pdserve::kernels::paged_attention_group(q.data() + h * group * d, group, kv, h, table.data(), n_keys, 0.125f,
+                                                      out.data() + h * group * d);
+          },
+          true, 1);
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_bytes_per_second"] =
       benchmark::Counter(static_cast<double>(n_keys) * layers * kv_heads * row * 2 * state.iterations(), benchmark::Counter::kIsRate);
-  state.counters["threads"] = omp_get_max_threads();
+  state.counters["threads"] = pdserve::kernels::compute_threads();
 }
 BENCHMARK_CAPTURE(BM_AttentionDecodeTinyLlama, f16, pdserve::kernels::KvDtype::F16)
     ->Arg(512)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -5,6 +5,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 
@@ -185,7 +186,8 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
         parallel_prep);
   }
   const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
-  parallel_for(
+  std::atomic<int64_t> busy_ns{0};  // --profile: time in the ranges, summed over threads
+  const int team = parallel_for(
       chunk_start[n_jobs],
       [&](int64_t g0, int64_t g1) {
         const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
@@ -201,9 +203,10 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
                      jobs[j].y + int64_t{run.t0} * w.rows, run.order);
           }
         }
-        if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / compute_threads());
+        if (prof) busy_ns.fetch_add(detail::profile_now_ns() - t_busy, std::memory_order_relaxed);
       },
       worth_parallel(work));
+  if (prof) detail::matmul_profile_add(0, busy_ns.load() / team);
   if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 
@@ -232,16 +235,18 @@ void matmul(const WeightView& w, const float* x, int n_tokens, float* y, const u
   }
   const int64_t n_chunks = (w.rows + kFloatRowChunk - 1) / kFloatRowChunk;
   const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
-  parallel_for(
+  std::atomic<int64_t> busy_ns{0};
+  const int team = parallel_for(
       n_chunks,
       [&](int64_t c0, int64_t c1) {
         const int64_t t_busy = prof ? detail::profile_now_ns() : 0;
         for (int64_t c = c0; c < c1; ++c)
           matmul_float_rows(w, x, xb, n_tokens, gemm_order, c * kFloatRowChunk, std::min(w.rows, (c + 1) * kFloatRowChunk), y,
                             w.rows, isa);
-        if (prof) detail::matmul_profile_add(0, (detail::profile_now_ns() - t_busy) / compute_threads());
+        if (prof) busy_ns.fetch_add(detail::profile_now_ns() - t_busy, std::memory_order_relaxed);
       },
       worth_parallel(w.rows * w.cols * n_tokens));
+  if (prof) detail::matmul_profile_add(0, busy_ns.load() / team);
   if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }
 

@@ -75,7 +75,7 @@ class ComputePool {
   int threads() const { return threads_; }
 
   void run(int64_t n, int64_t grain, RangeFn fn, void* ctx) {
-    const int64_t ranges = (n + grain - 1) / grain;
+    const auto ranges = static_cast<int32_t>((n + grain - 1) / grain);
     job_ = Job{fn, ctx, n, grain};
     done_.store(0, std::memory_order_relaxed);
     gen_ = (gen_ + 1) & kGenMask;
@@ -87,10 +87,20 @@ class ComputePool {
       wake_.notify_all();
     }
     work(gen_);
-    // Ranges still running on workers: wait for them (a claimed range is being computed).
-    for (int spins = 0; done_.load(std::memory_order_acquire) < ranges; ++spins) {
-      if (spins < 4096) PDS_CPU_RELAX();
-      else std::this_thread::yield();
+    // Ranges still running on workers: spin briefly, then sleep until the last one ends (a
+    // worker preempted inside its range gets the CPU back sooner than if this thread spun).
+    for (int spins = 0;; ++spins) {
+      const int32_t done = done_.load(std::memory_order_acquire);
+      if (done == ranges) break;
+      if (spins < 4096) {
+        PDS_CPU_RELAX();
+        continue;
+      }
+      // seq_cst with a worker's done_ increment then caller_asleep_ load (Dekker): either
+      // it sees this thread asleep and notifies, or this re-read sees its increment.
+      caller_asleep_.store(true, std::memory_order_seq_cst);
+      if (done_.load(std::memory_order_seq_cst) == done) done_.wait(done, std::memory_order_seq_cst);
+      caller_asleep_.store(false, std::memory_order_relaxed);
     }
   }
 
@@ -113,7 +123,8 @@ class ComputePool {
       t_in_body = true;
       j.fn(j.ctx, b, std::min(j.n, b + j.grain));
       t_in_body = false;
-      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.fetch_add(1, std::memory_order_seq_cst);
+      if (caller_asleep_.load(std::memory_order_seq_cst)) done_.notify_one();
       s = state_.load(std::memory_order_acquire);
     }
   }
@@ -143,11 +154,16 @@ class ComputePool {
 
   const int threads_;
   std::vector<std::thread> workers_;
-  Job job_;           // written by the caller before it publishes the generation in state_
   uint64_t gen_ = 0;  // the caller's current generation (only the caller touches it)
-  std::atomic<uint64_t> state_{0};
-  std::atomic<int64_t> done_{0};
-  std::atomic<uint32_t> wake_{0};  // bumped (and notified) to wake sleeping workers
+  // What every claim reads, on its own cache line: the state word and the job it names.
+  // (The state word's generation and the job published before it: see work().)
+  alignas(64) std::atomic<uint64_t> state_{0};
+  Job job_;  // written by the caller before it publishes the generation in state_
+  // What finishing a range writes, and the caller polls, on another line.
+  alignas(64) std::atomic<int32_t> done_{0};  // ranges of the current job finished
+  std::atomic<bool> caller_asleep_{false};
+  // Idle workers' sleep and shutdown, on a third.
+  alignas(64) std::atomic<uint32_t> wake_{0};  // bumped (and notified) to wake sleeping workers
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };
@@ -162,27 +178,33 @@ CallerState& caller() {
   return c;
 }
 
+// In a forked child only the forking thread exists: its pool's workers are gone, so the
+// pool is dropped without joining them (a new one is made on the next parallel_for).
+void forget_pool_in_child() { (void)caller().pool.release(); }
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, forget_pool_in_child);
+
 }  // namespace
 
 void set_compute_threads(int n) { caller().threads = std::max(1, n); }
 
 int compute_threads() { return caller().threads; }
 
-void parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel) {
-  if (n <= 0) return;
+int parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel) noexcept {
+  if (n <= 0) return 1;
   CallerState& c = caller();
   if (grain <= 0) grain = std::max<int64_t>(1, n / (int64_t{c.threads} * kClaimsPerThread));
   grain = std::max(grain, (n + kMaxRanges - 1) / kMaxRanges);  // the range count fits its bits
   if (c.threads <= 1 && c.pool) c.pool.reset();
   if (!parallel || c.threads <= 1 || n <= grain || t_in_body) {
     fn(ctx, 0, n);
-    return;
+    return 1;
   }
   if (!c.pool || c.pool->threads() != c.threads) {
     c.pool.reset();
     c.pool = std::make_unique<ComputePool>(c.threads);
   }
   c.pool->run(n, grain, fn, ctx);
+  return c.threads;
 }
 
 }  // namespace pdserve::kernels

@@ -33,22 +33,27 @@ int compute_threads();
 using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
 
 /// parallel_for's engine, for a plain function pointer (see parallel_for).
-void parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel);
+int parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel) noexcept;
 
 /// Runs body(begin, end) over disjoint ranges that cover [0, n), and returns when every
 /// range has run. In parallel each range is at most `grain` long (0 = about 8 ranges per
 /// compute thread); serially body gets [0, n) in one call.
+///
 /// The calling thread takes part; the workers claim ranges one at a time from a shared
-/// counter, so a worker that is slow or descheduled leaves its ranges to the others, and
-/// the join waits only for ranges already claimed, never for a thread that has not started
-/// (an OpenMP barrier waits for every thread of the team, a whole time slice on a busy
-/// machine). Runs serially on the calling thread when `parallel` is false, when n <= grain,
-/// with one compute thread, or when called from inside another parallel_for's body (no
-/// nesting, as OpenMP's default). body must not throw.
+/// counter, so a worker that is slow or descheduled leaves its ranges to the others. The
+/// join waits only for ranges already claimed, never for a thread that has not claimed one
+/// (an OpenMP barrier waits for every thread of the team: a whole time slice on a busy
+/// machine), and sleeps, leaving the CPU to the worker, when a claimed range runs long.
+///
+/// Runs serially on the calling thread when `parallel` is false, when n <= grain, with one
+/// compute thread, or when called from inside another parallel_for's body (no nesting, as
+/// OpenMP's default). body must not throw (a throw terminates, as from an OpenMP region).
+/// Returns the threads that could take part: 1 when it ran serially, else
+/// compute_threads() (for per-thread averages of the time spent in body).
 template <class Body>
-void parallel_for(int64_t n, Body&& body, bool parallel = true, int64_t grain = 0) {
+int parallel_for(int64_t n, Body&& body, bool parallel = true, int64_t grain = 0) {
   using B = std::remove_reference_t<Body>;
-  parallel_for_fn(
+  return parallel_for_fn(
       n, grain, [](void* ctx, int64_t b, int64_t e) { (*static_cast<B*>(ctx))(b, e); },
       const_cast<void*>(static_cast<const void*>(&body)), parallel);
 }

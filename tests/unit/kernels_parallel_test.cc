@@ -1,8 +1,8 @@
 // kernels::parallel_for (kernels/parallel.h): every index runs once, in ranges no longer
-// than the grain; back-to-back jobs never see a finished job's arguments; nested calls and
-// one-thread pools run on the caller; callers on different threads have their own pools;
-// and a worker that cannot run (held in a signal handler, as a descheduled thread) does not
-// hold the join: the caller does the whole job alone.
+// than the grain; back-to-back jobs never see a finished job's arguments; an idle, sleeping
+// worker is woken; nested calls run on the caller; callers on different threads have their
+// own pools; and a worker that cannot run (held in a signal handler, as a descheduled
+// thread) does not hold the join: the caller does the whole job alone.
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -77,19 +78,43 @@ TEST(KernelsParallel, AFalseConditionRunsTheWholeRangeOnTheCaller) {
   EXPECT_FALSE(elsewhere);
 }
 
-// Jobs whose arguments live on the caller's stack, one after the other: a worker that woke
-// late and ran a finished job would add to a dead (reused) slot and break the sums.
+// Jobs one after the other, each with its arguments on the heap, freed when it returns: a
+// worker that woke late and ran a finished job would read freed memory (ASan) or add to
+// the wrong sum.
 TEST(KernelsParallel, ManyShortJobsBackToBackEachGetTheirOwnArguments) {
   ThreadsScope scope(3);
   for (int job = 0; job < 20000; ++job) {
-    std::atomic<int64_t> sum{0};
+    auto sum = std::make_unique<std::atomic<int64_t>>(0);
     const int64_t n = 1 + job % 13, base = int64_t{job} * 1000;
+    std::atomic<int64_t>* s = sum.get();
     kernels::parallel_for(
-        n, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) sum.fetch_add(base + i);
+        n, [s, base](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) s->fetch_add(base + i);
         },
         true, 1);
-    ASSERT_EQ(sum.load(), n * base + n * (n - 1) / 2) << "job " << job;
+    ASSERT_EQ(sum->load(), n * base + n * (n - 1) / 2) << "job " << job;
+  }
+}
+
+// A worker that has gone to sleep (idle longer than its spin) is woken by the next job.
+TEST(KernelsParallel, AnIdleWorkerIsWokenForTheNextJob) {
+  ThreadsScope scope(2);
+  kernels::parallel_for(2, [](int64_t, int64_t) {}, true, 1);  // the pool exists
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // far past the spin
+    const std::thread::id me = std::this_thread::get_id();
+    std::atomic<bool> worker_ran{false};
+    kernels::parallel_for(
+        2,
+        [&](int64_t, int64_t) {
+          if (std::this_thread::get_id() != me) worker_ran = true;
+          // The caller's range waits for the worker's (bounded: a failure, not a hang).
+          for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+               !worker_ran && std::chrono::steady_clock::now() < until;)
+            std::this_thread::yield();
+        },
+        true, 1);
+    EXPECT_TRUE(worker_ran) << "round " << round;
   }
 }
 
