@@ -612,6 +612,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
   PDS_LOG_INFO("KV cache: {} blocks x {} tokens ({} MiB, {}), prefix cache {}", shape.num_blocks, shape.block_size,
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
+  const int cpus = kernels::available_cpus(), threads = cfg.threads > 0 ? cfg.threads : cpus;
+  PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process)", threads, cpus, cpus == 1 ? "" : "s");
+  if (threads > cpus)
+    PDS_LOG_WARN("--threads {} is more than the {} CPU{} this process may run on: the threads take turns on a core, "
+                 "which is slower than --threads {}",
+                 threads, cpus, cpus == 1 ? "" : "s", cpus);
   if (cfg.kv_budget >= n_ctx)
     PDS_LOG_WARN("--kv-budget {} is not below the context length {}: no token is ever evicted", cfg.kv_budget, n_ctx);
   if (cfg.kv_budget > 0)

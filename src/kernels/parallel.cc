@@ -50,7 +50,7 @@ constexpr uint64_t next_of(uint64_t s) { return s & kRangeMask; }
 
 thread_local bool t_in_body = false;  // inside a parallel_for body: nested calls run serially
 
-int default_threads() {
+int affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -169,7 +169,7 @@ class ComputePool {
 };
 
 struct CallerState {
-  int threads = default_threads();
+  int threads = affinity_cpus();
   std::unique_ptr<ComputePool> pool;
 };
 
@@ -188,6 +188,8 @@ void forget_pool_in_child() { (void)caller().pool.release(); }
 void set_compute_threads(int n) { caller().threads = std::max(1, n); }
 
 int compute_threads() { return caller().threads; }
+
+int available_cpus() { return affinity_cpus(); }
 
 int parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parallel) noexcept {
   if (n <= 0) return 1;

@@ -29,6 +29,10 @@ void set_compute_threads(int n);
 /// The compute threads parallel_for uses from this thread (see set_compute_threads).
 int compute_threads();
 
+/// The CPUs this process may run on (sched_getaffinity: taskset, a container's cpuset),
+/// the default compute thread count. More threads than this take turns on a core.
+int available_cpus();
+
 /// The range body of parallel_for: fn(ctx, begin, end).
 using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
 
