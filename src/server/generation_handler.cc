@@ -98,6 +98,11 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
   const auto refuse_if_stopping = [&] {
     if (!stopping_ || !stopping_->load()) return false;
     send_error(res, unavailable("The server is shutting down."));
+    // The client should go elsewhere (or come back after a restart), not reuse this
+    // connection: it is closed after the response.
+    res.set_header("Connection", "close");
+    res.set_header("Retry-After", "1");
+    close_connection_after_response();
     return true;
   };
   // Once before counting (so refused requests do not hold the shutdown back), and once

@@ -18,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "server/generation_handler.h"
 #include "server/http_server.h"
 #include "support/fake_engine.h"
 #include "support/wait.h"
@@ -604,6 +605,35 @@ TEST(ServerHttp, StopEndsRunAndAbortsStreams) {
   EXPECT_EQ(s->rc.load(), 0);
   EXPECT_TRUE(testing::wait_until([&] { return s->engine.aborts() == 1; }));
   client.join();
+}
+
+// A request that arrives once shutdown has begun (while the server still writes the
+// aborted requests' ends) is refused before it reaches the engine, and told to go
+// elsewhere: 503, Retry-After, and the connection closed after the response.
+TEST(ServerHttp, ARequestArrivingAtShutdownGets503RetryAfterAndConnectionClose) {
+  FakeEngine engine;
+  std::atomic<bool> stopping{true};
+  GenerationHandler handler(engine, tokenizer::ChatTemplateKind::Plain, &stopping);
+  for (Endpoint endpoint : {Endpoint::Completions, Endpoint::ChatCompletions}) {
+    httplib::Request req;
+    httplib::Response res;
+    const json body = endpoint == Endpoint::Completions
+                          ? json{{"prompt", "x"}, {"max_tokens", 1}}
+                          : json{{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"max_tokens", 1}};
+    handler.handle(endpoint, req, body.dump(), res);
+    EXPECT_EQ(res.status, 503);
+    EXPECT_EQ(res.get_header_value("Retry-After"), "1");
+    EXPECT_EQ(res.get_header_value("Connection"), "close");
+    EXPECT_EQ(json::parse(res.body)["error"]["message"], "The server is shutting down.");
+  }
+  EXPECT_EQ(handler.open_responses(), 0);
+  EXPECT_EQ(engine.submissions().size(), 0u);
+  stopping = false;  // the same handler serves when not stopping (the check is the flag)
+  httplib::Request req;
+  httplib::Response res;
+  handler.handle(Endpoint::Completions, req, json{{"prompt", "x"}, {"max_tokens", 1}}.dump(), res);
+  EXPECT_NE(res.status, 503);
+  EXPECT_TRUE(res.get_header_value("Retry-After").empty());
 }
 
 TEST(ServerHttp, StopBeforeRunAndBindFailure) {
