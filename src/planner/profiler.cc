@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <omp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "base/clock.h"
 #include "disagg/kv_codec.h"
 #include "gguf/gguf.h"
+#include "kernels/parallel.h"
 #include "kv/kv_cache.h"
 #include "model/model_config.h"
 #include "planner/profile_frontend.h"
@@ -251,7 +251,7 @@ ProfileModel describe_model(const engine::EngineConfig& cfg) {
 Profile measure_profile(const ProfileOptions& o) {
   Profile p;
   p.model = describe_model(o.engine);
-  p.machine.threads = o.engine.threads > 0 ? o.engine.threads : omp_get_num_procs();
+  p.machine.threads = o.engine.threads > 0 ? o.engine.threads : kernels::available_cpus();  // the engine's default
   p.machine.cpu = cpu_model();
   auto created = engine::Engine::create(o.engine);
   if (!created.ok()) throw std::runtime_error(created.error());

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "kernels/parallel.h"
+#include "support/wait.h"
 
 namespace pdserve {
 namespace {
@@ -97,11 +100,31 @@ TEST(KernelsParallel, ManyShortJobsBackToBackEachGetTheirOwnArguments) {
 }
 
 // A worker that has gone to sleep (idle longer than its spin) is woken by the next job.
+/// True when this process has compute workers ("pds-compute" threads) and every one is
+/// sleeping (state S in /proc/self/task/TID/stat), i.e. past its spin and blocked.
+bool compute_workers_all_asleep() {
+  int workers = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "pds-compute") continue;
+    ++workers;
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');  // "tid (comm) S ..."
+    if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'S') return false;
+  }
+  return workers > 0;
+}
+
 TEST(KernelsParallel, AnIdleWorkerIsWokenForTheNextJob) {
   ThreadsScope scope(2);
   kernels::parallel_for(2, [](int64_t, int64_t) {}, true, 1);  // the pool exists
   for (int round = 0; round < 3; ++round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // far past the spin
+    // Wait until the worker has stopped spinning and sleeps (state S in /proc), not a time.
+    ASSERT_TRUE(testing::wait_until(compute_workers_all_asleep, std::chrono::seconds(10))) << "round " << round;
     const std::thread::id me = std::this_thread::get_id();
     std::atomic<bool> worker_ran{false};
     kernels::parallel_for(
