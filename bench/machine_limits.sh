@@ -17,7 +17,7 @@
 #               decode B=32 (8-token prompts, 16 steps: bench-model --batch 32 /
 #               llama-batched-bench -npp 8 -ntg 16 -npl 32), and pdserve's --profile tables
 #       ctx     pdserve decode at 512 / 4,096 / 16,384 context (bench-model --depth), 2 threads,
-#               per KV cache dtype (CTX_KV: default "f16 q8_0")
+#               per KV cache dtype (CTX_KV: default "f16 q8_0 q4_0")
 #       ttft    warm-cache TTFT: 8 closed-loop clients, the same 256-token prompt (fully
 #               cached after the first request), 32 output tokens; `pdserve bench` against
 #               pdserve serve, then against llama-server (-np 8), a warm-up pass first
@@ -25,7 +25,7 @@
 # Measure on a quiet machine; on a shared one, each measuring phase under the bench lock:
 #   flock /work/bench.lock bench/machine_limits.sh build /tmp/limits tput
 # Environment: TYPES (default "Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K"), SHAPE (tinyllama-1.1b),
-#   CTX_TYPE (Q4_0: the type of the ctx phase), CTX_KV (f16 q8_0: its KV dtypes), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
+#   CTX_TYPE (Q4_0: the type of the ctx phase), CTX_KV (f16 q8_0 q4_0: its KV dtypes), TTFT_TYPE (Q4_0), TTFT_REQUESTS (48, measured),
 #   PEER (../shared/tools/peer.sh), SYNTH_ARGS (extra `pdserve synth` flags, e.g. "--layers 8 --ff 512"
 #   for a scaled-down mixture-of-experts shape).
 set -euo pipefail
@@ -37,7 +37,7 @@ phases=${*:-models peak tput ctx ttft table}
 types=${TYPES:-Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K}
 shape=${SHAPE:-tinyllama-1.1b}
 ctx_type=${CTX_TYPE:-Q4_0}
-ctx_kv=${CTX_KV:-f16 q8_0}
+ctx_kv=${CTX_KV:-f16 q8_0 q4_0}
 ttft_type=${TTFT_TYPE:-Q4_0}
 ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
