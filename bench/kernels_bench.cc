@@ -6,7 +6,7 @@
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
 // BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only
-// loops, issue #21). BM_AttentionF16Group: one GQA group's attention with the cache in L2;
+// loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
 // BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
 // the cache read from memory (long-context decode, issue #21 target 5).
 #include <benchmark/benchmark.h>
@@ -289,6 +289,61 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vnni_thread(
 }
 constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
 
+// The ceiling of ggml's vec_dot order (quants.h) on the VNNI kernels: per 32-value block of
+// a (row, token) pair, the exact int32 group sums must become floats and meet their block's
+// scale product before the next block (acc = fma(d_w * d_a, float(sums), acc)), so each
+// vpdpbusd (64 multiply-adds: a block of two tokens, qgemm_avx512_legacy.cc's pair tile) comes
+// with a register copy of its start value (−o·s4), a vcvtdq2ps, a vmulps and a vfmadd231ps.
+// 8 independent chains in registers (zmm8-15 accumulators, zmm16-23 sums, zmm24-31 products).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vecdot_block_thread() {
+  alignas(64) float out[16];
+  int64_t n = kPeakIters;
+  asm volatile(
+      "vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpabsb %%zmm0, %%zmm1\n\t"                     // activations: 1
+      "vmovdqa64 %%zmm0, %%zmm2\n\t"                  // weights: -1
+      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"             // start value of the sums
+      "vpabsd %%zmm0, %%zmm4\n\t"
+      "vcvtdq2ps %%zmm4, %%zmm4\n\t"                  // d_w = 1.0
+      "vmovaps %%zmm4, %%zmm5\n\t"                    // d_a = 1.0
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "1:\n\t"
+#define PDS_VECDOT_CHAIN(a, s, p) \
+      "vmovdqa64 %%zmm3, %%zmm" #s "\n\t" \
+      "vpdpbusd %%zmm2, %%zmm1, %%zmm" #s "\n\t" \
+      "vcvtdq2ps %%zmm" #s ", %%zmm" #s "\n\t" \
+      "vmulps %%zmm5, %%zmm4, %%zmm" #p "\n\t" \
+      "vfmadd231ps %%zmm" #p ", %%zmm" #s ", %%zmm" #a "\n\t"
+      PDS_VECDOT_CHAIN(8, 16, 24) PDS_VECDOT_CHAIN(9, 17, 25) PDS_VECDOT_CHAIN(10, 18, 26) PDS_VECDOT_CHAIN(11, 19, 27)
+      PDS_VECDOT_CHAIN(12, 20, 28) PDS_VECDOT_CHAIN(13, 21, 29) PDS_VECDOT_CHAIN(14, 22, 30) PDS_VECDOT_CHAIN(15, 23, 31)
+#undef PDS_VECDOT_CHAIN
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "vaddps %%zmm9, %%zmm8, %%zmm8\n\t"
+      "vaddps %%zmm11, %%zmm10, %%zmm10\n\t"
+      "vaddps %%zmm13, %%zmm12, %%zmm12\n\t"
+      "vaddps %%zmm15, %%zmm14, %%zmm14\n\t"
+      "vaddps %%zmm10, %%zmm8, %%zmm8\n\t"
+      "vaddps %%zmm14, %%zmm12, %%zmm12\n\t"
+      "vaddps %%zmm12, %%zmm8, %%zmm8\n\t"
+      "vmovaps %%zmm8, %[out]\n\t"
+      "vzeroupper\n\t"
+      : [n] "+r"(n), [out] "=m"(out)
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+        "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28",
+        "xmm29", "xmm30", "xmm31", "cc");
+  return static_cast<int64_t>(out[0]);
+}
+constexpr int64_t kPeakVecDotMacsPerIter = 8 * 64;
+
 float peak_fma_thread() {
   __m256 c0 = _mm256_set1_ps(0.f), c1 = _mm256_set1_ps(1.f), c2 = _mm256_set1_ps(2.f), c3 = _mm256_set1_ps(3.f),
          c4 = _mm256_set1_ps(4.f), c5 = _mm256_set1_ps(5.f), c6 = _mm256_set1_ps(6.f), c7 = _mm256_set1_ps(7.f),
@@ -328,7 +383,15 @@ void BM_PeakInt8Vnni(benchmark::State& state) {
   }
   peak_loop(state, peak_vnni_thread, kPeakVnniMacsPerIter);
 }
+void BM_PeakVecDotBlockVnni(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
+    state.SkipWithError("this CPU has no AVX-512 VNNI");
+    return;
+  }
+  peak_loop(state, peak_vecdot_block_thread, kPeakVecDotMacsPerIter);
+}
 BENCHMARK(BM_PeakInt8Vnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PeakVecDotBlockVnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 

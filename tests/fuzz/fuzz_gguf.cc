@@ -50,8 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.nbytes > 0) {
       PDS_FUZZ_CHECK(t.data != nullptr, "tensor data pointer");
-      sink ^= t.data[0];
-      sink ^= t.data[t.nbytes - 1];  // a read outside the mapping faults
+      sink = sink ^ t.data[0];
+      sink = sink ^ t.data[t.nbytes - 1];  // a read outside the mapping faults
     }
     (void)t.n_elements();
     (void)t.rows();

@@ -68,8 +68,9 @@ void check_model(const std::string& model, kernels::KvDtype dtype, const std::st
   for (const auto& c : cases) {
     const auto whole = run_case(m, dtype, c, true);
     ASSERT_EQ(whole.size(), c.top_logprobs.size());
-    if (&c == &cases.front())  // (one case: the token-by-token run is the slow part)
+    if (&c == &cases.front()) {  // (one case: the token-by-token run is the slow part)
       ASSERT_EQ(whole, run_case(m, dtype, c, false)) << "prompt '" << c.prompt << "': whole vs token-by-token prefill";
+    }
     double max_err = 0.0;
     for (size_t step = 0; step < whole.size(); ++step) {
       kernels::log_softmax(whole[step].data(), lp.data(), n_vocab);

@@ -60,7 +60,7 @@ TEST(PlannerProfile, ParsesAndRoundTrips) {
 TEST(PlannerProfile, LoaderErrorsNameTheProblem) {
   EXPECT_EQ(error_of("{\"format\": "), std::string("p.json: bad JSON: ") + [] {
               try {
-                (void)nlohmann::json::parse("{\"format\": ");
+                [[maybe_unused]] const auto j = nlohmann::json::parse("{\"format\": ");
               } catch (const nlohmann::json::parse_error& e) {
                 return std::string(e.what());
               }
