@@ -231,6 +231,13 @@ int64_t peak_int8_thread() {
 }
 constexpr int64_t kPeakInt8MacsPerIter = 8 * 32;
 
+// Zeroes zmm8-15 (the accumulators of the AVX-512 peak loops below).
+#define PDS_ZERO_ZMM8_15                                                                    \
+  "vpxord %%zmm8, %%zmm8, %%zmm8\n\tvpxord %%zmm9, %%zmm9, %%zmm9\n\t"                     \
+  "vpxord %%zmm10, %%zmm10, %%zmm10\n\tvpxord %%zmm11, %%zmm11, %%zmm11\n\t"               \
+  "vpxord %%zmm12, %%zmm12, %%zmm12\n\tvpxord %%zmm13, %%zmm13, %%zmm13\n\t"               \
+  "vpxord %%zmm14, %%zmm14, %%zmm14\n\tvpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+
 // The AVX-512 VNNI int8 dot of the Q8_0/Q4_0/K-quant GEMMs on CPUs that have it
 // (qgemm_avx512*.cc): vpdpbusd zmm (64 u8×s8 multiply-adds into 16 s32 lanes), 12
 // independent accumulators (zmm8-19: enough for a 4-5-cycle latency on 2 ports).
@@ -241,14 +248,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vnni_thread(
       "vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"  // all ones
       "vpabsb %%zmm0, %%zmm1\n\t"                      // activations: 1
       "vmovdqa64 %%zmm0, %%zmm2\n\t"                   // weights: -1
-      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
-      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
-      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
-      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
-      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
-      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
-      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      PDS_ZERO_ZMM8_15
       "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
       "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
       "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
@@ -306,14 +306,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vecdot_block
       "vpabsd %%zmm0, %%zmm4\n\t"
       "vcvtdq2ps %%zmm4, %%zmm4\n\t"                  // d_w = 1.0
       "vmovaps %%zmm4, %%zmm5\n\t"                    // d_a = 1.0
-      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
-      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
-      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
-      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
-      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
-      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
-      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      PDS_ZERO_ZMM8_15
       "1:\n\t"
 #define PDS_VECDOT_CHAIN(a, s, p) \
       "vmovdqa64 %%zmm3, %%zmm" #s "\n\t" \
