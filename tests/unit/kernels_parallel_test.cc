@@ -99,7 +99,6 @@ TEST(KernelsParallel, ManyShortJobsBackToBackEachGetTheirOwnArguments) {
   }
 }
 
-// A worker that has gone to sleep (idle longer than its spin) is woken by the next job.
 /// True when this process has compute workers ("pds-compute" threads) and every one is
 /// sleeping (state S in /proc/self/task/TID/stat), i.e. past its spin and blocked.
 bool compute_workers_all_asleep() {
@@ -119,6 +118,7 @@ bool compute_workers_all_asleep() {
   return workers > 0;
 }
 
+// A worker that has gone to sleep (idle longer than its spin) is woken by the next job.
 TEST(KernelsParallel, AnIdleWorkerIsWokenForTheNextJob) {
   ThreadsScope scope(2);
   kernels::parallel_for(2, [](int64_t, int64_t) {}, true, 1);  // the pool exists
