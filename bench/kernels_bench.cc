@@ -106,6 +106,7 @@ BENCHMARK_CAPTURE(BM_MatmulStream, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q5_K, GgmlType::Q5_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q8_0, GgmlType::Q8_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();

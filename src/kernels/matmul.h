@@ -12,7 +12,7 @@ namespace pdserve::kernels {
 
 /// How a weight matrix's bytes are laid out in memory.
 ///  * kRows: ggml's (row-major, each row its blocks in order, as in the GGUF file);
-///  * kTiles16: Q4_0 / Q4_K in tiles of 16 rows, made once at load (kernels/weight_layout.h):
+///  * kTiles16: Q4_0 / Q8_0 / K-quants in tiles of 16 rows, made once at load (kernels/weight_layout.h):
 ///    per tile and block, the 16 rows' bytes transposed so that one 64-byte line holds 4
 ///    bytes of each row — what the AVX-512 row kernels compute on, so a decode step
 ///    streams the weights with no shuffles. Same bytes per tile as kRows, so a tile starts

@@ -10,8 +10,8 @@
 //  * row kernels: 16 rows' weights are transposed (on the fly, RowTile, or once at load,
 //    Tiles16) so each int32 lane is one row, and every token's activations are broadcast
 //    4 bytes at a time: llama.cpp's repacked orders, one float per row and token
-//    (qgemm_avx512_repack.cc), and the K-quants' vec_dot / tiled orders
-//    (qgemm_avx512_krows.cc).
+//    (qgemm_avx512_repack.cc), the K-quants' vec_dot / tiled orders
+//    (qgemm_avx512_krows.cc) and Q8_0's vec_dot order (qgemm_avx512_q8_0.cc, Tiles16 only).
 #pragma once
 
 #include <immintrin.h>
@@ -34,6 +34,9 @@ QKernel kquant_pair_kernel(gguf::GgmlType t);
 QKernel q4_0_row_kernel();
 // The row kernels on a WeightLayout::kTiles16 matrix (kernels/weight_layout.h).
 QKernel q4_0_tiles16_kernel();
+// Q8_0 (ggml's vec_dot order, every token count) on a WeightLayout::kTiles16 matrix
+// (qgemm_avx512_q8_0.cc).
+QKernel q8_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,

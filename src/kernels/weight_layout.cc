@@ -1,4 +1,4 @@
-// WeightLayout::kTiles16 (see weight_layout.h): Q4_0 / Q4_K / Q5_K / Q6_K rows <-> 16-row tiles.
+// WeightLayout::kTiles16 (see weight_layout.h): Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K rows <-> 16-row tiles.
 #include "kernels/weight_layout.h"
 
 #include <algorithm>
@@ -19,6 +19,7 @@ constexpr int64_t kTileRows = 16;
 int64_t block_bytes(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: return sizeof(BlockQ4_0);
+    case GgmlType::Q8_0: return sizeof(BlockQ8_0);
     case GgmlType::Q4_K: return sizeof(BlockQ4_K);
     case GgmlType::Q5_K: return sizeof(BlockQ5_K);
     default: return sizeof(BlockQ6_K);
@@ -38,9 +39,9 @@ constexpr int64_t kQ6KSlices = 208;
 
 std::vector<Unit> units(GgmlType t) {
   std::vector<Unit> u;
-  if (t == GgmlType::Q4_0) {
-    u.push_back({0, 0, 2});                                          // the scales first
-    for (int64_t k = 0; k < 4; ++k) u.push_back({2 + 4 * k, 32 + 64 * k, 4});  // quant dword k
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) {
+    u.push_back({0, 0, 2});  // the scales first
+    for (int64_t k = 0; k < (t == GgmlType::Q4_0 ? 4 : 8); ++k) u.push_back({2 + 4 * k, 32 + 64 * k, 4});  // quant dword k
   } else {
     for (int64_t s = 0; s < block_bytes(t) / 16; ++s)  // 16-byte slice s, dword k
       for (int64_t k = 0; k < 4; ++k) u.push_back({16 * s + 4 * k, 256 * s + 64 * k, 4});
@@ -74,8 +75,10 @@ void convert_tile(GgmlType t, int64_t row_bytes, int64_t r_begin, int64_t r_end,
 }  // namespace
 
 bool can_tile16(const WeightView& w) {
-  if (w.type != GgmlType::Q4_0 && w.type != GgmlType::Q4_K && w.type != GgmlType::Q5_K && w.type != GgmlType::Q6_K) return false;
-  const int64_t per_block = w.type == GgmlType::Q4_0 ? 32 : QK_K;
+  if (w.type != GgmlType::Q4_0 && w.type != GgmlType::Q8_0 && w.type != GgmlType::Q4_K && w.type != GgmlType::Q5_K &&
+      w.type != GgmlType::Q6_K)
+    return false;
+  const int64_t per_block = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q8_0 ? 32 : QK_K;
   return w.layout == WeightLayout::kRows && w.rows > 0 && w.rows % kTileRows == 0 && w.cols % per_block == 0 &&
          w.row_bytes == w.cols / per_block * block_bytes(w.type);
 }

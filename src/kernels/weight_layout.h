@@ -1,13 +1,17 @@
 // Weight layouts other than ggml's row order (WeightLayout, kernels/matmul.h), made once at
 // load time in the model's private copy of the weights.
 //
-// kTiles16 (Q4_0, Q4_K, Q5_K, Q6_K): a matrix of R rows (R % 16 == 0) is R / 16 tiles; tile T
-// holds rows 16T .. 16T + 15 in the bytes those rows take in ggml's layout (16 · row_bytes,
-// at the same offset), block after block: block b of the 16 rows (Q4_0: 32 values, 18 bytes
-// a row; K-quants: a 256-value super-block, Q4_K / Q5_K / Q6_K 144 / 176 / 210 bytes a
-// row) is 16 · block bytes at that many times b, and inside it
+// kTiles16 (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K): a matrix of R rows (R % 16 == 0) is R / 16 tiles;
+// tile T holds rows 16T .. 16T + 15 in the bytes those rows take in ggml's layout
+// (16 · row_bytes, at the same offset), block after block: block b of the 16 rows (Q4_0 /
+// Q8_0: 32 values, 18 / 34 bytes a row; K-quants: a 256-value super-block, Q4_K / Q5_K /
+// Q6_K 144 / 176 / 210 bytes a row) is 16 · block bytes at that many times b, and inside it
 //   Q4_0: bytes [0, 32) the 16 rows' f16 scales d, row r at 2r; then for k = 0..3,
 //         bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3 of every row, row r at 4r;
+//   Q8_0: as Q4_0, with k = 0..7 (bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3).
+//         A block is 544 bytes, so every other block's lines straddle two cache lines;
+//         Q6_K's way (the d of all blocks after them, every line aligned) measured 10–20 %
+//         slower at decode here (bench/RESULTS.md, "Q8_0 in 16-row tiles");
 //   K-quants: for each whole 16-byte slice s of the block (Q4_K s = 0..8: d, dmin,
 //         scales, qs; Q5_K 0..10: the same with qh before qs; Q6_K 0..12: ql, qh,
 //         scales) and k = 0..3, bytes [256s + 64k, 256s + 64k + 64): the slice's bytes
@@ -16,7 +20,7 @@
 //         every block's d: block b's 16 f16 at 32b after all the blocks, row r at 2r.
 // So one 64-byte load holds one int32 lane per row: what the AVX-512 row kernels
 // (qgemm_avx512_repack.cc, qgemm_avx512_krows.cc) otherwise build with a 16×16
-// transposition per slice. This is
+// transposition per slice (Q8_0's, qgemm_avx512_q8_0.cc, runs on tiles only). This is
 // llama.cpp's idea of repacking at load (ggml-cpu/repack.cpp: block_q4_0x8, block_q4_Kx8)
 // with the interleave our kernels need. The bits of every product are unchanged: the
 // kernels' arithmetic does not depend on the layout.
@@ -28,7 +32,7 @@
 
 namespace pdserve::kernels {
 
-/// True when `w` can take WeightLayout::kTiles16: Q4_0, Q4_K, Q5_K or Q6_K in ggml's layout,
+/// True when `w` can take WeightLayout::kTiles16: Q4_0, Q8_0, Q4_K, Q5_K or Q6_K in ggml's layout,
 /// rows % 16 == 0.
 bool can_tile16(const WeightView& w);
 

@@ -161,14 +161,14 @@ TEST(KernelsQgemmTiles, ThreadCountDoesNotChangeResults) {
   kernels::set_compute_threads(saved);
 }
 
-// Q4_0, Q4_K, Q5_K and Q6_K rewritten into 16-row tiles (the layout Model::load gives the private copy
+// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K rewritten into 16-row tiles (the layout Model::load gives the private copy
 // on an AVX-512 VNNI CPU): every path (the tile kernels; scalar and AVX2 through the row
 // conversion), alone and fused with a row-layout matrix, gives the bits of the scalar
 // path on the file's layout; rows and dequantised rows come back byte for byte.
 TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
   std::mt19937 rng(31);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
-  for (int64_t cols : t == GgmlType::Q4_0 ? std::vector<int64_t>{32, 224, 512} : std::vector<int64_t>{256, 768})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (int64_t cols : is_k(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 224, 512})
     for (int64_t rows : {16, 48, 144}) {
       const Weights w = make_weights(t, rows, cols, rows == 48, rng);
       Weights tiled = w;
