@@ -9,7 +9,7 @@
 // pair kernel (qgemm_avx512_legacy.cc, still used on --mmap's row layout) holds one block
 // of two tokens in a register, so a decode step half-fills it; here every lane is used at
 // any token count. No software prefetch: a tile is one sequential stream, and prefetching
-// the next tile (TilePrefetch) made decode 10–25 % slower (bench/RESULTS.md, "Q8_0 in
+// the next tile (TilePrefetch) made decode 7–25 % slower (bench/RESULTS.md, "Q8_0 in
 // 16-row tiles").
 #include <algorithm>
 #include <array>

@@ -10,8 +10,9 @@
 //         bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3 of every row, row r at 4r;
 //   Q8_0: as Q4_0, with k = 0..7 (bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3).
 //         A block is 544 bytes, so every other block's lines straddle two cache lines;
-//         Q6_K's way (the d of all blocks after them, every line aligned) measured 10–20 %
-//         slower at decode here (bench/RESULTS.md, "Q8_0 in 16-row tiles");
+//         Q6_K's way (the d of all blocks after them, every line aligned) decoded no
+//         faster than the old pair kernel here, this one 17–20 % faster (bench/RESULTS.md,
+//         "Q8_0 in 16-row tiles");
 //   K-quants: for each whole 16-byte slice s of the block (Q4_K s = 0..8: d, dmin,
 //         scales, qs; Q5_K 0..10: the same with qh before qs; Q6_K 0..12: ql, qh,
 //         scales) and k = 0..3, bytes [256s + 64k, 256s + 64k + 64): the slice's bytes
