@@ -42,7 +42,7 @@ def defined_functions(path):
 def main():
     build, binary = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     objects = sorted(p for p in (build / "src").rglob("*.o"))
-    per_isa = [p for p in objects if re.search(r"_avx512[a-z_]*\.cc\.o$", p.name)]
+    per_isa = [p for p in objects if re.search(r"_avx512[a-z0-9_]*\.cc\.o$", p.name)]
     generic = [p for p in objects if p not in per_isa]
     if not per_isa or not generic:
         print(f"no objects under {build / 'src'}")
