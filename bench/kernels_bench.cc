@@ -92,6 +92,7 @@ void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 
 void BM_Matmul(benchmark::State& state, GgmlType t) { run_matmul(state, t, 2048); }
 void BM_MatmulStream(benchmark::State& state, GgmlType t) { run_matmul(state, t, 32768); }
 void BM_MatmulStreamTiles16(benchmark::State& state, GgmlType t) { run_matmul(state, t, 32768, true); }
+void BM_MatmulTiles16(benchmark::State& state, GgmlType t) { run_matmul(state, t, 2048, true); }
 
 BENCHMARK_CAPTURE(BM_Matmul, F16, GgmlType::F16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, BF16, GgmlType::BF16)->Arg(1)->Arg(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -106,6 +107,13 @@ BENCHMARK_CAPTURE(BM_MatmulStream, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark
 BENCHMARK_CAPTURE(BM_MatmulStream, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q5_K, GgmlType::Q5_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStream, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// In-cache GEMM on the layout Model::load gives (a prompt's 32 or 128 tokens): the kernels'
+// compute efficiency apart from memory (FLOP/s against BM_PeakInt8Vnni).
+BENCHMARK_CAPTURE(BM_MatmulTiles16, Q8_0, GgmlType::Q8_0)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulTiles16, Q4_0, GgmlType::Q4_0)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulTiles16, Q4_K, GgmlType::Q4_K)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulTiles16, Q5_K, GgmlType::Q5_K)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulTiles16, Q6_K, GgmlType::Q6_K)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q8_0, GgmlType::Q8_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();

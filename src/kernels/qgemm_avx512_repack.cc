@@ -80,9 +80,14 @@ void q40_tile(const Src& rt, const TilePrefetch& pf, const Q40Block* const* at, 
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) {
       const Q40Block& a = at[t][b];
-      __m512i s = _mm512_set1_epi32(a.neg_corr);
+      // Two VPDPBUSD chains of 4 (the sum is exact int32, so any split gives its bits).
+      __m512i s0 = _mm512_set1_epi32(a.neg_corr), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) s = _mm512_dpbusd_epi32(s, wv[k], _mm512_set1_epi32(load_i32(a.q + 4 * k)));
+      for (int k = 0; k < 4; ++k) {
+        s0 = _mm512_dpbusd_epi32(s0, wv[k], _mm512_set1_epi32(load_i32(a.q + 4 * k)));
+        s1 = _mm512_dpbusd_epi32(s1, wv[k + 4], _mm512_set1_epi32(load_i32(a.q + 16 + 4 * k)));
+      }
+      const __m512i s = _mm512_add_epi32(s0, s1);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[t]);
     }
   }

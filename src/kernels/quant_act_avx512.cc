@@ -1,10 +1,12 @@
-// quants.h quantize_act_q8_k with AVX-512 F/BW: the same bytes as the scalar path
-// (quant_kquants.cc quantize_act_q8_k_scalar, ggml's quantize_row_q8_K_ref).
+// quants.h quantize_act_q8_k and quantize_act_q8_0 with AVX-512 F/BW: the same bytes as the
+// scalar paths (quant_kquants.cc quantize_act_q8_k_scalar, ggml's quantize_row_q8_K_ref;
+// quant_legacy.cc quantize_act_q8_0_scalar, ggml's x86 quantize_row_q8_0).
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstring>
 
+#include "base/fp16.h"
 #include "kernels/quant_types.h"
 #include "kernels/quants.h"
 
@@ -35,7 +37,36 @@ void quantize_act_q8_k_block(const float* x, ActQ8K& a) {
   for (int k = 0; k < 8; ++k) a.bsum32[k] = a.bsums[2 * k] + a.bsums[2 * k + 1];
   a.d = 1 / iscale;
 }
+
+// quantize_block_q8_0_x86 on one 32-value block: amax, id = 127 / amax (0 for an all-zero
+// block), q = RNE(x·id) (one rounded product; MXCSR's default rounding, as nearbyint), then
+// ActPairQ8's half h: q + 128, the 4-value sums of q, d = amax / 127 through f16.
+void quantize_act_q8_0_block(const float* x, ActPairQ8& p, int h) {
+  const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+  const float id = amax != 0.f ? 127.f / amax : 0.f;
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)));  // |q| <= 127
+  const __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, vid)));
+  const __m256i q = _mm256_set_m128i(q1, q0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p.qu + 32 * h), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+  const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p.s4 + 8 * h), s4);
+  _mm256_store_ps(p.d + 8 * h, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(amax / 127.f))));
+}
 }  // namespace
+
+void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
+  const int64_t nb = n / 32;
+  auto* pairs = static_cast<ActPairQ8*>(dst);
+  for (int64_t b = 0; b < nb; ++b) quantize_act_q8_0_block(x + 32 * b, pairs[b / 2], static_cast<int>(b % 2));
+  if (nb % 2 == 1) {  // padding block of an odd count (as the scalar path)
+    ActPairQ8& p = pairs[nb / 2];
+    std::memset(p.qu + 32, 128, 32);
+    std::memset(p.d + 8, 0, 32);
+    std::memset(p.s4 + 8, 0, 32);
+  }
+}
 
 void quantize_act_q8_k(const float* x, void* dst, int64_t n) {
   auto* a = static_cast<ActQ8K*>(dst);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/cpu_features.h"
 #include "kernels/quant_types.h"
 #include "kernels/quants.h"
 
@@ -208,6 +209,11 @@ float quantize_block_q8_0_x86(const float* x, int8_t* q) {
 }
 
 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
+  if (best_isa() == Isa::kAvx512Vnni) avx512::quantize_act_q8_0(x, dst, n);
+  else quantize_act_q8_0_scalar(x, dst, n);
+}
+
+void quantize_act_q8_0_scalar(const float* x, void* dst, int64_t n) {
   const int64_t nb = n / QK8_0;
   auto* pairs = static_cast<ActPairQ8*>(dst);
   for (int64_t b = 0; b < (nb + 1) / 2 * 2; ++b) {

@@ -97,7 +97,11 @@ float vec_dot_scalar(gguf::GgmlType wt, const void* w, const void* act, int64_t 
 // Per-family entry points (used by the dispatchers above and by tests).
 void dequantize_legacy(gguf::GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_legacy(gguf::GgmlType t, const float* src, void* dst, int64_t n);
+/// ActPairQ8 rows (quant_types.h) of n values (quantize_block_q8_0_x86 per 32, d through
+/// f16, q + 128, 4-value sums; an odd last block padded): AVX-512 when best_isa() is
+/// kAvx512Vnni, else the scalar path; both give the same bytes.
 void quantize_act_q8_0(const float* x, void* dst, int64_t n);
+void quantize_act_q8_0_scalar(const float* x, void* dst, int64_t n);
 /// One Q8_0 block as ggml's x86 quantize_row_q8_0 computes it (ggml-cpu/arch/x86/quants.c):
 /// q[j] = round-half-even(x[j] * 127 / amax) for j < 32; returns d = amax / 127 (f32; the
 /// block stores it as f16). Not quantize_row_q8_0_ref (1/d, half away from zero).
@@ -113,6 +117,8 @@ void quantize_act_q8_k_scalar(const float* x, void* dst, int64_t n);
 namespace avx512 {
 /// quantize_act_q8_k with AVX-512 F/BW (quant_act_avx512.cc).
 void quantize_act_q8_k(const float* x, void* dst, int64_t n);
+/// quantize_act_q8_0 with AVX-512 F/BW (quant_act_avx512.cc).
+void quantize_act_q8_0(const float* x, void* dst, int64_t n);
 }
 float vec_dot_kquant_scalar(gguf::GgmlType t, const void* w, const void* act, int64_t n);
 float vec_dot_q4_K_repack_scalar(const void* w, const void* act, int64_t n, bool gemm);

@@ -181,6 +181,31 @@ TEST(KernelsQuant, Q8KActivationsEqualTheScalarPath) {
   }
 }
 
+// The Q8_0 activation quantiser (AVX-512 when built for it) gives the scalar path's bytes —
+// every field of every ActPairQ8, the padded half of an odd block count included — on random
+// rows, exact .5 ties (x·127/amax = k + 0.5), negative and positive maxima, an all-zero block.
+TEST(KernelsQuant, Q80ActivationsEqualTheScalarPath) {
+  std::mt19937 rng(17);
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 200; ++r) rows.push_back(randn(r % 3 ? 1024 : 1056, rng, r % 2 ? 1.f : 1e-3f));  // 1056: 33 blocks
+  std::vector<float> edge(32 * 7, 0.f);  // block 0 all zero
+  for (int i = 32; i < 32 * 7; ++i) edge[i] = static_cast<float>((i * 37) % 255 - 127) / 2.f;  // k/2 ...
+  for (int b = 1; b < 7; ++b) edge[32 * b + b] = b % 2 ? -127.f : 127.f;  // ... with amax 127: exact ties
+  rows.push_back(edge);
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t bytes = kernels::act_row_bytes(GgmlType::Q4_0, n);
+    AlignedBytes got(bytes), want(bytes);
+    std::memset(got.data(), 0xAB, bytes);
+    std::memset(want.data(), 0xCD, bytes);
+    kernels::quantize_act_q8_0(x.data(), got.data(), n);
+    kernels::quantize_act_q8_0_scalar(x.data(), want.data(), n);
+    for (int64_t p = 0; p < bytes / static_cast<int64_t>(sizeof(kernels::ActPairQ8)); ++p)
+      ASSERT_EQ(std::memcmp(got.data() + p * sizeof(kernels::ActPairQ8), want.data() + p * sizeof(kernels::ActPairQ8),
+                            sizeof(kernels::ActPairQ8)), 0) << "pair " << p << " of " << n << " values";
+  }
+}
+
 // Each SIMD path, forced, against the scalar path: bit-identical outputs. Paths the CPU
 // lacks, or that have no kernel for a type yet, are reported as skipped.
 void check_isa(kernels::Isa isa) {
