@@ -1,7 +1,6 @@
 // The engine step loop: schedule ▸ build Batch ▸ forward ▸ sample ▸ stream out.
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <cstdio>
 #include <filesystem>
@@ -615,9 +614,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
   const int cpus = kernels::available_cpus(), threads = cfg.threads > 0 ? cfg.threads : cpus;
-  const char* env_isa = std::getenv("PDSERVE_ISA");
   PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process), kernels: {}{}", threads, cpus, cpus == 1 ? "" : "s",
-               kernels::isa_name(kernels::best_isa()), env_isa && *env_isa ? " (PDSERVE_ISA)" : "");
+               kernels::isa_name(kernels::best_isa()), kernels::env_isa() != kernels::Isa::kAuto ? " (PDSERVE_ISA)" : "");
   if (threads > cpus)
     PDS_LOG_WARN("--threads {} is more than the {} CPU{} this process may run on: the threads take turns on a core, "
                  "which is slower than --threads {}",

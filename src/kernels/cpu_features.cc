@@ -55,7 +55,7 @@ Isa env_cap() {
 
 // The cap on kAuto (kAuto: none); starts as PDSERVE_ISA's.
 std::atomic<Isa>& cap() {
-  static std::atomic<Isa> c{env_cap()};
+  static std::atomic<Isa> c{env_isa()};
   return c;
 }
 
@@ -63,6 +63,11 @@ std::atomic<Isa>& cap() {
 [[maybe_unused]] const bool kEnvRead = (cap(), true);
 
 }  // namespace
+
+Isa env_isa() {
+  static const Isa e = env_cap();  // once: its warnings are printed once
+  return e;
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();

@@ -35,6 +35,10 @@ std::optional<Isa> parse_isa(std::string_view name);
 /// force_isa().
 Isa best_isa();
 
+/// PDSERVE_ISA's cap as read at start: kAuto when unset, "auto" or not a path's name (then
+/// ignored); force_isa() does not change it. For logs that say why a path runs.
+Isa env_isa();
+
 /// Caps the path kAuto resolves to at `isa` from now on (in process: tests, benchmarks);
 /// kAuto lifts the cap (PDSERVE_ISA's cap included). A path above the CPU's is lowered to
 /// the CPU's best. Returns the path kAuto now resolves to. Kernel calls already running

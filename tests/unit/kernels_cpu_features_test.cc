@@ -76,6 +76,17 @@ TEST_F(CpuFeatures, PdserveIsaCapsAuto) {
   std::printf("PDSERVE_ISA=%s: kernels run %s\n", env, kernels::isa_name(kernels::best_isa()));
 }
 
+// env_isa() is PDSERVE_ISA as read at start (kAuto when unset or not a path's name), what
+// the start log's "(PDSERVE_ISA)" rests on; force_isa() does not change it. Runs plain and
+// under ctest's PDSERVE_ISA runs.
+TEST_F(CpuFeatures, EnvIsaIsThePdserveIsaReadAtStart) {
+  const char* env = std::getenv("PDSERVE_ISA");
+  const Isa want = env && *env ? kernels::parse_isa(env).value_or(Isa::kAuto) : Isa::kAuto;
+  EXPECT_EQ(kernels::env_isa(), want);
+  kernels::force_isa(Isa::kScalar);
+  EXPECT_EQ(kernels::env_isa(), want);
+}
+
 /// stderr of `PDSERVE_ISA=<value> pdserve --help`.
 std::string pdserve_stderr(const std::string& value) {
   const std::string cmd = "PDSERVE_ISA=" + value + " " + testing::pdserve_bin() + " --help 2>&1 >/dev/null";
