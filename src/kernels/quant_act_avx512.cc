@@ -49,10 +49,10 @@ void quantize_act_q8_0_block(const float* x, ActPairQ8& p, int h) {
   const __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)));  // |q| <= 127
   const __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, vid)));
   const __m256i q = _mm256_set_m128i(q1, q0);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(p.qu + 32 * h), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.qu + 32 * h), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
   const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(p.s4 + 8 * h), s4);
-  _mm256_store_ps(p.d + 8 * h, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(amax / 127.f))));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.s4 + 8 * h), s4);
+  _mm256_storeu_ps(p.d + 8 * h, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(amax / 127.f))));
 }
 }  // namespace
 
