@@ -99,7 +99,8 @@ void dequantize_legacy(gguf::GgmlType t, const void* src, float* dst, int64_t n)
 void quantize_legacy(gguf::GgmlType t, const float* src, void* dst, int64_t n);
 /// ActPairQ8 rows (quant_types.h) of n values (quantize_block_q8_0_x86 per 32, d through
 /// f16, q + 128, 4-value sums; an odd last block padded): AVX-512 when best_isa() is
-/// kAvx512Vnni, else the scalar path; both give the same bytes.
+/// kAvx512Vnni, else the scalar path; both give the same bytes. `dst` must be aligned as
+/// ActPairQ8 (64 bytes; act buffers are): both paths write through ActPairQ8 records.
 void quantize_act_q8_0(const float* x, void* dst, int64_t n);
 void quantize_act_q8_0_scalar(const float* x, void* dst, int64_t n);
 /// One Q8_0 block as ggml's x86 quantize_row_q8_0 computes it (ggml-cpu/arch/x86/quants.c):
