@@ -19,7 +19,7 @@
 #       decode  target 1 against the bandwidth of the same moment: per type, pdserve tg128 at
 #               1 and 2 threads, each run between two BM_StreamRead runs at its thread count,
 #               DECODE_REPEATS times (default 3). This machine moves between a fast and a
-#               slow state (bandwidth 21-31 GB/s at 1 thread within a session), so a bound
+#               slow state (bandwidth at 1 thread 19-29 GB/s within minutes), so a bound
 #               measured minutes apart (the peak phase) can be off by a third either way
 #       ctx     pdserve decode at 512 / 4,096 / 16,384 context (bench-model --depth), 2 threads,
 #               per KV cache dtype (CTX_KV: default "f16 q8_0 q4_0")
@@ -49,6 +49,20 @@ ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
 read -r -a synth_args <<< "${SYNTH_ARGS:-}"
 pds="$build/pdserve"
+# Everything checked before any phase runs (a bad value must not cost a long run, or a log).
+for ph in $phases; do
+  case "$ph" in
+    models|peak|tput|decode|ctx|ttft|table) ;;
+    *) echo "error: unknown phase '$ph' (models | peak | tput | decode | ctx | ttft | table)" >&2; exit 2 ;;
+  esac
+done
+[[ "$decode_repeats" =~ ^[1-9][0-9]*$ ]] || { echo "error: DECODE_REPEATS='$decode_repeats' is not a positive integer" >&2; exit 2; }
+if [[ " $phases " =~ \ (models|tput|decode|ctx|ttft)\  ]] && [ ! -x "$pds" ]; then
+  echo "error: $pds not found (BUILD must be a Release build with pdserve)" >&2; exit 2
+fi
+if [[ " $phases " =~ \ (peak|decode)\  ]] && [ ! -x "$build/bench/kernels_bench" ]; then
+  echo "error: $build/bench/kernels_bench not found (BUILD must be a Release build with the benchmarks)" >&2; exit 2
+fi
 mkdir -p "$out/logs"
 model() { echo "$out/$shape-$1.gguf"; }
 have_peer() { [ -x "$peer" ] && "$peer" llama-bench --help >/dev/null 2>&1; }
@@ -85,10 +99,14 @@ phase_tput() {
   done
 }
 
-# One line per measurement: "stream THREADS BYTES_PER_S" / "tg THREADS TOK_PER_S".
+# One line per measurement: "stream THREADS VALUE PREFIX" (Google Benchmark's
+# bytes_per_second: a power-of-1024 prefix, so "G" is GiB/s) / "tg THREADS TOK_PER_S".
 stream_line() {
-  OMP_NUM_THREADS=$1 "$build/bench/kernels_bench" --benchmark_filter="^BM_StreamRead/$1/" 2>/dev/null \
-      | sed -nE "s/.*bytes_per_second=([0-9.]+)G\/s.*/stream $1 \1e9/p"
+  local line
+  line=$(OMP_NUM_THREADS=$1 "$build/bench/kernels_bench" --benchmark_filter="^BM_StreamRead/$1/" 2>/dev/null \
+      | sed -nE "s/.*bytes_per_second=([0-9.]+)([kMGT]?)i?\/s.*/stream $1 \1 \2/p")
+  [ -n "$line" ] || { echo "error: BM_StreamRead/$1 printed no bytes_per_second" >&2; return 1; }
+  echo "$line"
 }
 
 phase_decode() {
@@ -106,7 +124,8 @@ phase_decode() {
         done
       done
       stamp
-    } > "$out/logs/pds-$t-decode.log"
+    } > "$out/logs/pds-$t-decode.log.part"  # replaces the last log only when complete
+    mv "$out/logs/pds-$t-decode.log.part" "$out/logs/pds-$t-decode.log"
     echo "$t: $(grep -c '^tg' "$out/logs/pds-$t-decode.log") tg runs"
   done
 }
@@ -177,12 +196,16 @@ def fmt(x, f="%.1f"):
 def mark(ok):
     return "—" if ok is None else ("**met**" if ok else "not met")
 
-# Machine: bandwidth (GiB/s from bytes_per_second) and peaks (OP/s), 1 and 2 threads.
+# Machine: bandwidth (bytes/s) and peaks (OP/s), 1 and 2 threads. Google Benchmark prints
+# bytes_per_second with power-of-1024 prefixes ("G/s" = GiB/s) and user counters (OP/s)
+# with powers of 1000.
 peak = read("peak.log")
+K1024 = {"": 1, "k": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+K1000 = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 def bench_rate(name, counter):
-    m = re.search(r"^%s/min_time\S*\s.*?%s=([\d.]+)([kMGT]?)/s" % (re.escape(name), re.escape(counter)), peak, re.M)
+    m = re.search(r"^%s/min_time\S*\s.*?%s=([\d.]+)([kMGT]?)i?/s" % (re.escape(name), re.escape(counter)), peak, re.M)
     if not m: return None
-    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
+    return float(m.group(1)) * (K1024 if counter == "bytes_per_second" else K1000)[m.group(2)]
 bw = {t: bench_rate("BM_StreamRead/%d" % t, "bytes_per_second") for t in (1, 2)}
 # The int8 peak of the GEMMs' own path: AVX-512 VNNI where the CPU has it, else AVX2.
 i8 = {t: bench_rate("BM_PeakInt8Vnni/%d" % t, "OP/s") for t in (1, 2)}
@@ -204,17 +227,26 @@ def adjacent(log, wbytes):
     # Target 1 from phase_decode: each tg run's weight bytes per second over the mean of the
     # BM_StreamRead runs just before and after it (same thread count). Per thread count:
     # (median %, the tok/s of that run's median, runs).
+    # A tg run counts only with a stream line right before and right after it in the log.
     lines = [l.split() for l in log.splitlines() if l[:3] in ("str", "tg ")]
+    def stream_bps(l):  # "stream THREADS VALUE PREFIX" (bytes_per_second, power-of-1024 prefix)
+        return float(l[2]) * K1024[l[3] if len(l) > 3 else ""]
+    def median(xs):
+        xs = sorted(xs)
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
     res = {}
     for th in ("1", "2"):
-        seq = [l for l in lines if l[1] == th]
-        pcts = []
-        for i, l in enumerate(seq):
-            if l[0] == "tg" and 0 < i < len(seq) - 1 and seq[i - 1][0] == seq[i + 1][0] == "stream" and wbytes:
-                pcts.append((float(l[2]) * wbytes / ((float(seq[i - 1][2]) + float(seq[i + 1][2])) / 2) * 100, float(l[2])))
+        pcts, toks = [], []
+        for i, l in enumerate(lines):
+            if l[0] != "tg" or l[1] != th or not wbytes or i == 0 or i == len(lines) - 1:
+                continue
+            before, after = lines[i - 1], lines[i + 1]
+            if before[:2] == after[:2] == ["stream", th]:
+                pcts.append(float(l[2]) * wbytes / ((stream_bps(before) + stream_bps(after)) / 2) * 100)
+                toks.append(float(l[2]))
         if pcts:
-            pcts.sort()
-            res[int(th)] = (pcts[(len(pcts) - 1) // 2][0], pcts[(len(pcts) - 1) // 2][1], len(pcts))
+            res[int(th)] = (median(pcts), median(toks), len(pcts))
     return res
 def ref_bench(log, test):  # llama-bench -o md: last column "t/s" = "mean ± sd"
     for line in log.splitlines():
@@ -236,7 +268,7 @@ print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 /
          fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
 print()
 print("| type | weight MB / GOP per token | tg128 1 thr: pdserve / ref / bound tok/s (pdserve % of bound) | "
-      "tg128 2 thr: pdserve / ref / bound (%) | tg128 vs the bandwidth measured next to it, 1 / 2 thr (runs) | "
+      "tg128 2 thr: pdserve / ref / bound (%) | tg128 vs the bandwidth measured next to it, 1 / 2 thr: median % (median tok/s) | "
       "target 1 (≥ 90 % of bound) | pp512 2 thr: pdserve / ref tok/s "
       "(pdserve % of int8 peak) | target 2 (≥ 50 % / K ≥ 40 %) | batched B=32: pdserve / ref tok/s (×) | target 3 |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -258,7 +290,7 @@ for t in types:
     if 1 in adj and 2 in adj:  # the same-moment bound decides when measured
         ok1 = adj[1][0] >= 90 and adj[2][0] >= 90
     adj_cell = " / ".join("%.0f %% (%.1f tok/s)" % adj[th][:2] if th in adj else "—" for th in (1, 2))
-    if adj: adj_cell += " (%d runs)" % min(v[2] for v in adj.values())
+    if adj: adj_cell += " (medians of %d)" % min(v[2] for v in adj.values())
     ok2 = None if ppk is None else ppk >= (40 if kq else 50)
     ratio = b32 / rb32 if b32 and rb32 else None
     ok3 = (ratio >= 2.5 if ratio else None) if t == "Q4_K_M" else None
