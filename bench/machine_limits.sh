@@ -225,9 +225,8 @@ def pds_info(log):
     return (int(m.group(1)), float(m.group(2))) if m else (None, None)
 def adjacent(log, wbytes):
     # Target 1 from phase_decode: each tg run's weight bytes per second over the mean of the
-    # BM_StreamRead runs just before and after it (same thread count). Per thread count:
-    # (median %, the tok/s of that run's median, runs).
-    # A tg run counts only with a stream line right before and right after it in the log.
+    # BM_StreamRead runs just before and after it (same thread count; a tg run counts only
+    # with such a stream line on both sides). Per thread count: (median %, median tok/s, runs).
     lines = [l.split() for l in log.splitlines() if l[:3] in ("str", "tg ")]
     def stream_bps(l):  # "stream THREADS VALUE PREFIX" (bytes_per_second, power-of-1024 prefix)
         return float(l[2]) * K1024[l[3] if len(l) > 3 else ""]
