@@ -69,6 +69,8 @@ Isa env_isa() {
   return e;
 }
 
+bool isa_set_by_env() { return env_isa() != Isa::kAuto && isa_available(env_isa()); }
+
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
   return f;

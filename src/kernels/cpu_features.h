@@ -36,8 +36,12 @@ std::optional<Isa> parse_isa(std::string_view name);
 Isa best_isa();
 
 /// PDSERVE_ISA's cap as read at start: kAuto when unset, "auto" or not a path's name (then
-/// ignored); force_isa() does not change it. For logs that say why a path runs.
+/// ignored); force_isa() does not change it.
 Isa env_isa();
+
+/// True when PDSERVE_ISA set the path kAuto started with: it names a path this CPU has (a
+/// path the CPU lacks is ignored, as is an unknown value). For logs that say why a path runs.
+bool isa_set_by_env();
 
 /// Caps the path kAuto resolves to at `isa` from now on (in process: tests, benchmarks);
 /// kAuto lifts the cap (PDSERVE_ISA's cap included). A path above the CPU's is lowered to

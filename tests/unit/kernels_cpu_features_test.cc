@@ -85,6 +85,8 @@ TEST_F(CpuFeatures, EnvIsaIsThePdserveIsaReadAtStart) {
   EXPECT_EQ(kernels::env_isa(), want);
   kernels::force_isa(Isa::kScalar);
   EXPECT_EQ(kernels::env_isa(), want);
+  // The start log credits PDSERVE_ISA only for a path this CPU has.
+  EXPECT_EQ(kernels::isa_set_by_env(), want != Isa::kAuto && kernels::isa_available(want));
 }
 
 /// stderr of `PDSERVE_ISA=<value> pdserve --help`.
