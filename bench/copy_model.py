@@ -51,8 +51,12 @@ if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
     os.environ.update(MALLOC_MMAP_THRESHOLD_="4294967296", MALLOC_TRIM_THRESHOLD_="68719476736")
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+try:
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+except ImportError:
+    sys.exit(f"copy_model: needs PyTorch, which {sys.executable} does not have "
+             "(Debian: apt-get install python3-torch, then run with /usr/bin/python3)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("widen_model", os.path.join(HERE, "widen_model.py"))
