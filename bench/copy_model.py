@@ -29,14 +29,17 @@ spec_bench.sh's copytuned parts do.
 The forward pass is llama.cpp's for the llama architecture (RMSNorm, RoPE in its "normal"
 mode on adjacent pairs, grouped-query attention, SiLU-gated FFN); before training the script
 checks that it gives IN.gguf's greedy tokens as `PDSERVE generate --ids` does. After training
-it reports, on 64 whole stories kept out of training, the share of copy tokens it predicts
-(teacher-forced) and how many of 16 it repeats exactly (greedy).
+it reports, on 64 whole stories kept out of training, the share of the copy's passage tokens
+it predicts (teacher-forced) and how many of 16 it repeats exactly (greedy), and the same for
+the original model (which wrote those stories, so it predicts many of their tokens anyway).
 
-Needs PyTorch (Debian: apt-get install python3-torch; run with /usr/bin/python3). Not used
-by the tests; only by this benchmark. GGUF format:
+Needs PyTorch (Debian: apt-get install python3-torch libopenblas0-pthread, then run with
+/usr/bin/python3; Debian's torch calls the generic libblas.so.3, which OpenBLAS then
+provides: its matmuls ~5x faster). Not used by the tests; only by this benchmark. GGUF format:
 https://github.com/ggml-org/ggml/blob/master/docs/gguf.md.
 """
 import argparse
+import atexit
 import concurrent.futures
 import importlib.util
 import math
@@ -47,16 +50,16 @@ import sys
 
 # glibc hands PyTorch's large CPU buffers back to the kernel on every free, so each op
 # page-faults its output in again (steps several times slower here): keep freed memory.
-if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+if __name__ == "__main__" and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
     os.environ.update(MALLOC_MMAP_THRESHOLD_="4294967296", MALLOC_TRIM_THRESHOLD_="68719476736")
-    os.execv(sys.executable, [sys.executable] + sys.argv)
+    os.execv(sys.executable, [sys.executable] + sys.orig_argv[1:])
 
 try:
     import torch  # noqa: E402
     import torch.nn.functional as F  # noqa: E402
 except ImportError:
     sys.exit(f"copy_model: needs PyTorch, which {sys.executable} does not have "
-             "(Debian: apt-get install python3-torch, then run with /usr/bin/python3)")
+             "(Debian: apt-get install python3-torch libopenblas0-pthread, then run with /usr/bin/python3)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("widen_model", os.path.join(HERE, "widen_model.py"))
@@ -68,9 +71,19 @@ GGML_F32 = 0
 
 def read_gguf(path):
     """(metadata {key: raw bytes, type}, tensors {name: (dims, byte offset in file)}, file bytes)."""
-    data = open(path, "rb").read()
+    try:
+        data = open(path, "rb").read()
+    except OSError as e:
+        sys.exit(f"copy_model: cannot read {path}: {e.strerror}")
     if data[:4] != b"GGUF":
         sys.exit(f"copy_model: {path} is not a GGUF file")
+    try:
+        return parse_gguf(path, data)
+    except struct.error:
+        sys.exit(f"copy_model: {path} is truncated (its header runs past the end of the file)")
+
+
+def parse_gguf(path, data):
     r = wm.Reader(data)
     r.o = 4
     _, n_tensors, n_kv = r.take("I"), r.take("Q"), r.take("Q")
@@ -91,6 +104,12 @@ def read_gguf(path):
         tensors[name.decode()] = (dims, off)
     base = (r.o + alignment - 1) // alignment * alignment
     tensors = {k: (d, base + o) for k, (d, o) in tensors.items()}
+    for name, (dims, off) in tensors.items():
+        if off + 4 * math.prod(dims) > len(data):
+            sys.exit(f"copy_model: {path} is truncated ({name} ends past the end of the file)")
+    arch = meta.get("general.architecture", (8, b""))[1][8:]
+    if arch != b"llama":
+        sys.exit(f"copy_model: {path}: architecture {arch.decode() or '(none)'}: only llama is supported")
     return meta, tensors, bytearray(data)
 
 
@@ -176,9 +195,23 @@ class Llama(torch.nn.Module):
         return tok[:, len(prompts[0]):].tolist()
 
 
+def run_pdserve(cmd):
+    """pdserve's stdout's first line, or a one-line error naming the command."""
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split("\n")[0]
+    except OSError as e:
+        sys.exit(f"copy_model: cannot run {cmd[0]}: {e.strerror}")
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"copy_model: {cmd[0]} {cmd[3]} failed (exit {e.returncode}): {last}")
+    if not out.strip() or not all(t.lstrip("-").isdigit() for t in out.split()):
+        sys.exit(f"copy_model: {cmd[0]} {cmd[3]} printed no token ids: is it pdserve?")
+    return [int(t) for t in out.split()]
+
+
 def tokenize(pdserve, model, text, bos):
-    cmd = [pdserve, "--log-level", "warn", "tokenize", "-m", model, "--text", text] + (["--add-bos"] if bos else [])
-    return [int(t) for t in subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()]
+    return run_pdserve([pdserve, "--log-level", "warn", "tokenize", "-m", model, "--text", text] +
+                       (["--add-bos"] if bos else []))
 
 
 def main():
@@ -191,6 +224,14 @@ def main():
     ap.add_argument("--passages", type=int, default=1200, help="stories sampled for sentences (default 1200)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    if a.steps < 1 or a.batch < 1 or a.passages < 128:
+        sys.exit("copy_model: --steps and --batch must be >= 1 and --passages >= 128 (64 are held out)")
+    tmp = a.output + ".tmp"  # written at the end, renamed to OUT: no half-written OUT, and
+    try:                     # an unwritable OUT fails now, not after the training
+        open(tmp, "wb").close()
+    except OSError as e:
+        sys.exit(f"copy_model: cannot write {tmp}: {e.strerror}")
+    atexit.register(lambda: os.path.exists(tmp) and os.remove(tmp))  # on an error exit
     torch.manual_seed(a.seed)
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
     meta, tensors, data = read_gguf(a.input)
@@ -199,10 +240,9 @@ def main():
     # 1. The forward pass is pdserve's (and so llama.cpp's): same greedy tokens.
     opening = "Once upon a time, there was a little girl named Lily. She had a red ball and she loved to"
     ids = tokenize(a.pdserve, a.input, opening, True)
-    ref = subprocess.run([a.pdserve, "--log-level", "warn", "generate", "-m", a.input, "-p", opening, "-n", "40",
-                          "--ids"], check=True, capture_output=True, text=True).stdout.split("\n")[0].split()
+    ref = run_pdserve([a.pdserve, "--log-level", "warn", "generate", "-m", a.input, "-p", opening, "-n", "40", "--ids"])
     ours = model.generate([ids], 40)[0]
-    if [int(t) for t in ref] != ours:
+    if ref != ours:
         sys.exit(f"copy_model: the torch forward pass differs from pdserve's greedy tokens:\n {ref}\n {ours}")
     print(f"forward pass checked: 40 greedy tokens equal pdserve's", flush=True)
 
@@ -212,10 +252,8 @@ def main():
     full_stop = tokenize(a.pdserve, a.input, "Tom.", False)[-1]
 
     def sample(seed):
-        out = subprocess.run([a.pdserve, "--log-level", "warn", "generate", "-m", a.input, "-p", "", "-n", "72",
-                              "--temperature", "1", "--seed", str(seed), "--ids"], check=True, capture_output=True,
-                             text=True).stdout.split("\n")[0]
-        s = [int(t) for t in out.split()]
+        s = run_pdserve([a.pdserve, "--log-level", "warn", "generate", "-m", a.input, "-p", "", "-n", "72",
+                         "--temperature", "1", "--seed", str(seed), "--ids"])
         s = s[:s.index(eos)] if eos in s else s  # one story: up to its end
         cut = max([i for i, t in enumerate(s) if t == full_stop and i >= 24], default=-1)
         return s[:cut + 1] if cut >= 0 else None
@@ -228,6 +266,9 @@ def main():
     mid = mid[len(mid) - mid[::-1].index(full_stop):]  # " Repeat:" after a passage's last full stop
     print(f"{len(passages)} passages of {min(map(len, passages))}-{max(map(len, passages))} tokens; "
           f"format {head} PASSAGE {mid} PASSAGE", flush=True)
+    if len(passages) < 128:
+        sys.exit(f"copy_model: only {len(passages)} of {a.passages} samples of {a.input} end a sentence after 24 "
+                 "tokens (64 are held out): is it a trained story model like stories260K?")
     held_out, train = passages[:64], passages[64:]
     # Sentences of the training stories, joined at random into new passages: the model
     # must copy a passage to predict its repeat (the next-token loss is on the copy only).
@@ -263,23 +304,28 @@ def main():
         if step % 100 == 0 or step == a.steps - 1:
             print(f"step {step}: loss {loss.item():.3f}", flush=True)
 
-    # 4. Held-out stories (whole, not seen in training): the share of copy tokens the model
-    # predicts (teacher-forced argmax), and how many it repeats exactly (greedy), given the
-    # passage, " Repeat:" and its first token, as spec_bench's prompt gives its first sentence.
-    with torch.no_grad():
-        tok, tgt = batch(held_out)
-        pred = model(tok).argmax(-1)
-        mask = tgt != -100
-        acc = (pred[mask] == tgt[mask]).float().mean().item()
-        exact = sum(model.generate([head + p + mid + p[:1]], len(p) - 1)[0] == p[1:] for p in held_out[:16])
-    print(f"held-out copy tokens predicted: {100 * acc:.1f} %; passages repeated exactly (greedy): {exact} / 16",
-          flush=True)
+    # 4. Held-out stories (whole, not seen in training), for the fine-tuned model and, as the
+    # baseline, the original (which wrote them, so it predicts many of their tokens without
+    # copying): the share of the copy's passage tokens predicted (teacher-forced argmax), and
+    # how many of 16 are repeated exactly (greedy), given the passage, " Repeat:" and its
+    # first token, as spec_bench's prompt gives its first sentence.
+    tok, tgt = batch(held_out)
+    for t, p in zip(tgt, held_out):  # score the passage only, not " Repeat:"
+        t[(t != -100).nonzero()[0, 0]:][:len(mid)] = -100
+    mask = tgt != -100
+    for label, m in (("original", Llama(meta, tensors, data)), ("fine-tuned", model)):
+        with torch.no_grad():
+            acc = (m(tok).argmax(-1)[mask] == tgt[mask]).float().mean().item()
+        exact = sum(m.generate([head + p + mid + p[:1]], len(p) - 1)[0] == p[1:] for p in held_out[:16])
+        print(f"held-out copies, {label} model: {100 * acc:.1f} % of passage tokens predicted; "
+              f"{exact} / 16 passages repeated exactly (greedy)", flush=True)
 
     for name, (dims, off) in tensors.items():
         w = model.p(name).detach().contiguous().reshape(-1)
         data[off:off + 4 * w.numel()] = w.numpy().tobytes()
-    with open(a.output, "wb") as f:
+    with open(tmp, "wb") as f:
         f.write(data)
+    os.replace(tmp, a.output)
     print(f"{a.output}: {len(data)} bytes")
 
 

@@ -67,9 +67,10 @@ for part in "${parts[@]}"; do
         /usr/bin/python3 bench/copy_model.py "$build/pdserve" "$stories" "$small.tmp" >&2
         mv "$small.tmp" "$small"
       fi
-      if [ ! -s "$big" ]; then
+      if [ ! -s "$big" ] || [ "$small" -nt "$big" ]; then  # missing, or older than its small model
         python3 bench/widen_model.py "$small" "$big.f32" --embd 1024 --ff 16384 >/dev/null
-        "$build/pdserve" --log-level warn quantize "$big.f32" "$big" Q8_0 >/dev/null
+        "$build/pdserve" --log-level warn quantize "$big.f32" "$big.tmp" Q8_0 >/dev/null
+        mv "$big.tmp" "$big"
         rm -f "$big.f32"
       fi
       "$build/bench/spec_bench" "$big" "${part#copytuned-}" --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-256}" \
