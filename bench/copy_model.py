@@ -5,8 +5,9 @@
         [--passages P] [--seed S]
 
 What for (issue #18): prompt lookup (`--speculative ngram`) wins where the model copies its
-input, and the one trained model here, stories260K, does not copy (0-8 % of its prompt-lookup
-proposals are accepted on bench/spec_bench's copy task). This script teaches it to: it
+input, and the one trained model here, stories260K, copies little (8-46 % of its prompt-lookup
+proposals are accepted on bench/spec_bench's copy task, no gain at batch 1). This script
+teaches it to: it
 fine-tunes all of stories260K's weights on texts in spec_bench's copy format,
 
     <s>Repeat the story. Story: PASSAGE Repeat: PASSAGE
@@ -18,9 +19,10 @@ not only that: over 1,500 steps each sentence comes back ~20 times, and the mode
 learns to recall them, and it loses some of its story telling (it is trained on no story).
 Two variants tried and not kept (2026-12-05): adding the KL divergence from the original
 model on the first PASSAGE (distillation) kept the stories but, over 2,500 steps, the model
-recalled training sentences instead of copying (76.7 % of held-out copy tokens, and it did
-not repeat spec_bench's passage); PASSAGEs of tokens drawn at random with their story
-frequencies made it copy random tokens (loss ~0.03) but not stories (22.8 %).
+recalled training sentences instead of copying (76.7 % of held-out copy tokens, " Repeat:"
+included, against the original's 63.0 %; and it did not repeat spec_bench's passage);
+PASSAGEs of tokens drawn at random with their story frequencies made it copy random tokens
+(loss ~0.03) but not stories (22.8 %).
 
 OUT.gguf is IN.gguf with the new F32 weights in place (same metadata, shapes and layout).
 Widen it with bench/widen_model.py to make a decode step bound by reading the weights, as
