@@ -68,17 +68,17 @@ spec = importlib.util.spec_from_file_location("widen_model", os.path.join(HERE, 
 wm = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(wm)
 
-GGML_F32 = 0
+GGML_F32 = wm.GGML_F32
 
 
 def read_gguf(path):
-    """(metadata {key: raw bytes, type}, tensors {name: (dims, byte offset in file)}, file bytes)."""
+    """(metadata {key: (type, raw value bytes)}, tensors {name: (dims, byte offset in file)},
+    file bytes); a one-line exit for a file that is missing, not GGUF, truncated, not llama or
+    not all F32."""
     try:
         data = open(path, "rb").read()
     except OSError as e:
         sys.exit(f"copy_model: cannot read {path}: {e.strerror}")
-    if data[:4] != b"GGUF":
-        sys.exit(f"copy_model: {path} is not a GGUF file")
     try:
         return parse_gguf(path, data)
     except struct.error:
@@ -86,32 +86,18 @@ def read_gguf(path):
 
 
 def parse_gguf(path, data):
-    r = wm.Reader(data)
-    r.o = 4
-    _, n_tensors, n_kv = r.take("I"), r.take("Q"), r.take("Q")
-    meta, alignment = {}, 32
-    for _ in range(n_kv):
-        key, t = r.string(), r.take("I")
-        raw = r.value(t)
-        meta[key.decode()] = (t, raw)
-        if key == b"general.alignment":
-            alignment = struct.unpack("<I", raw)[0]
+    _, kv, _, arch, header_tensors, base = wm.read_header(data, "copy_model", path)
+    meta = {key.decode(): (t, raw) for key, t, raw in kv}
     tensors = {}
-    for _ in range(n_tensors):
-        name, nd = r.string(), r.take("I")
-        dims = [r.take("Q") for _ in range(nd)]
-        t, off = r.take("I"), r.take("Q")
+    for name, dims, t, off in header_tensors:
         if t != GGML_F32:
             sys.exit(f"copy_model: {name.decode()} is not F32 (type {t}); start from the F32 model")
-        tensors[name.decode()] = (dims, off)
-    base = (r.o + alignment - 1) // alignment * alignment
-    tensors = {k: (d, base + o) for k, (d, o) in tensors.items()}
+        tensors[name.decode()] = (dims, base + off)
     for name, (dims, off) in tensors.items():
         if off + 4 * math.prod(dims) > len(data):
             sys.exit(f"copy_model: {path} is truncated ({name} ends past the end of the file)")
-    arch = meta.get("general.architecture", (8, b""))[1][8:]
     if arch != b"llama":
-        sys.exit(f"copy_model: {path}: architecture {arch.decode() or '(none)'}: only llama is supported")
+        sys.exit(f"copy_model: {path}: architecture {(arch or b'(none)').decode()}: only llama is supported")
     return meta, tensors, bytearray(data)
 
 
@@ -217,14 +203,14 @@ def tokenize(pdserve, model, text, bos):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] + " Needs PyTorch (see the file's header).")
     ap.add_argument("pdserve", help="a pdserve binary (tokenizes, and gives the reference greedy tokens)")
     ap.add_argument("input", help="stories260K.gguf (F32)")
-    ap.add_argument("output")
+    ap.add_argument("output", help="the fine-tuned model: IN's GGUF with the new F32 weights")
     ap.add_argument("--steps", type=int, default=1500, help="Adam steps (default 1500; ~15 min on 2 cores)")
     ap.add_argument("--batch", type=int, default=16, help="texts per step (default 16)")
     ap.add_argument("--passages", type=int, default=1200, help="stories sampled for sentences (default 1200)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1, help="sampling and training seed (default 1)")
     a = ap.parse_args()
     if a.steps < 1 or a.batch < 1 or a.passages < 128:
         sys.exit("copy_model: --steps and --batch must be >= 1 and --passages >= 128 (64 are held out)")
@@ -268,9 +254,9 @@ def main():
     mid = mid[len(mid) - mid[::-1].index(full_stop):]  # " Repeat:" after a passage's last full stop
     print(f"{len(passages)} passages of {min(map(len, passages))}-{max(map(len, passages))} tokens; "
           f"format {head} PASSAGE {mid} PASSAGE", flush=True)
-    if len(passages) < 128:
+    if len(passages) < 80:  # 64 held out, and sentences of at least 16 to train on
         sys.exit(f"copy_model: only {len(passages)} of {a.passages} samples of {a.input} end a sentence after 24 "
-                 "tokens (64 are held out): is it a trained story model like stories260K?")
+                 "tokens (64 are held out, 16 needed to train): is it a trained story model like stories260K?")
     held_out, train = passages[:64], passages[64:]
     # Sentences of the training stories, joined at random into new passages: the model
     # must copy a passage to predict its repeat (the next-token loss is on the copy only).

@@ -34,6 +34,14 @@ tl=${TL:-/tmp/pdserve-tinyllama/tinyllama-Q4_0.gguf}
 wide=${WIDE:-/tmp/pdserve-wide/stories260K-wide-q8_0.gguf}
 copytuned=${COPYTUNED:-/tmp/pdserve-copytuned}
 repeats=${REPEATS:-3}
+# widen SRC DST: SRC (an F32 stories260K-shaped GGUF) widened to 1,024 / 16,384 and quantised
+# to Q8_0 as DST (written as DST.tmp, then renamed: never left half-written).
+widen() {
+  python3 bench/widen_model.py "$1" "$2.f32" --embd 1024 --ff 16384 >/dev/null
+  "$build/pdserve" --log-level warn quantize "$2.f32" "$2.tmp" Q8_0 >/dev/null
+  mv "$2.tmp" "$2"
+  rm -f "$2.f32"
+}
 echo "# $(date -u '+%F %T UTC') $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(git rev-parse --short HEAD)"
 for part in "${parts[@]}"; do
   echo "# $part: load average before $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -53,9 +61,7 @@ for part in "${parts[@]}"; do
     wide-story|wide-copy)
       if [ ! -s "$wide" ]; then
         mkdir -p "$(dirname "$wide")"
-        python3 bench/widen_model.py "$stories" "$wide.f32" --embd 1024 --ff 16384 >/dev/null
-        "$build/pdserve" --log-level warn quantize "$wide.f32" "$wide" Q8_0 >/dev/null
-        rm -f "$wide.f32"
+        widen "$stories" "$wide"
       fi
       "$build/bench/spec_bench" "$wide" "${part#wide-}" --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-256}" \
           --repeats "$repeats" --threads 2 --label "stories260K widened (Q8_0)" \
@@ -67,12 +73,7 @@ for part in "${parts[@]}"; do
         /usr/bin/python3 bench/copy_model.py "$build/pdserve" "$stories" "$small.tmp" >&2
         mv "$small.tmp" "$small"
       fi
-      if [ ! -s "$big" ] || [ "$small" -nt "$big" ]; then  # missing, or older than its small model
-        python3 bench/widen_model.py "$small" "$big.f32" --embd 1024 --ff 16384 >/dev/null
-        "$build/pdserve" --log-level warn quantize "$big.f32" "$big.tmp" Q8_0 >/dev/null
-        mv "$big.tmp" "$big"
-        rm -f "$big.f32"
-      fi
+      if [ ! -s "$big" ] || [ "$small" -nt "$big" ]; then widen "$small" "$big"; fi  # missing, or older than $small
       "$build/bench/spec_bench" "$big" "${part#copytuned-}" --batches "${BATCHES:-1,8,32}" --tokens "${TOKENS:-256}" \
           --repeats "$repeats" --threads 2 --label "stories260K copy-tuned, widened (Q8_0)" \
           --proposers "ngram,layerskip:2,plain,layerskip:4,draft:$small" ${SPEC_ARGS:-} 2>>"${LOG:-/dev/null}" ;;

@@ -60,6 +60,38 @@ class Reader:
         return self.d[start:self.o]
 
 
+def read_header(data, prog, path):
+    """A GGUF file's header: (version, kv [[key, type, raw value bytes]], alignment,
+    architecture (bytes, None if absent), tensors [[name, dims, type, offset from base]], base:
+    the data section's file offset). Exits with "prog: ..." on a file that is not GGUF v2/v3;
+    a truncated header raises struct.error."""
+    if data[:4] != b"GGUF":
+        sys.exit(f"{prog}: {path} is not a GGUF file (magic {data[:4]!r})")
+    r = Reader(data)
+    r.o = 4
+    version, n_tensors, n_kv = r.take("I"), r.take("Q"), r.take("Q")
+    if version not in (2, 3):
+        sys.exit(f"{prog}: GGUF version {version} is not supported (2 or 3)")
+    kv = []
+    alignment, arch = 32, None
+    for _ in range(n_kv):
+        key, t = r.string(), r.take("I")
+        raw = r.value(t)
+        if key == b"general.alignment":
+            alignment = struct.unpack("<I", raw)[0]
+        if key == b"general.architecture":
+            arch = raw[8:]
+        kv.append([key, t, raw])
+    tensors = []
+    for _ in range(n_tensors):
+        name, nd = r.string(), r.take("I")
+        dims = [r.take("Q") for _ in range(nd)]
+        t, off = r.take("I"), r.take("Q")
+        tensors.append([name, dims, t, off])
+    base = (r.o + alignment - 1) // alignment * alignment
+    return version, kv, alignment, arch, tensors, base
+
+
 def gguf_string(b):
     return struct.pack("<Q", len(b)) + b
 
@@ -73,24 +105,7 @@ def main():
     a = ap.parse_args()
 
     data = open(a.input, "rb").read()
-    r = Reader(data)
-    if data[:4] != b"GGUF":
-        sys.exit(f"widen_model: {a.input} is not a GGUF file (magic {data[:4]!r})")
-    r.o = 4
-    version, n_tensors, n_kv = r.take("I"), r.take("Q"), r.take("Q")
-    if version not in (2, 3):
-        sys.exit(f"widen_model: GGUF version {version} is not supported (2 or 3)")
-
-    kv = []  # (key bytes, type, raw value bytes)
-    alignment, arch = 32, None
-    for _ in range(n_kv):
-        key, t = r.string(), r.take("I")
-        raw = r.value(t)
-        if key == b"general.alignment":
-            alignment = struct.unpack("<I", raw)[0]
-        if key == b"general.architecture":
-            arch = raw[8:]
-        kv.append([key, t, raw])
+    version, kv, alignment, arch, tensors, base = read_header(data, "widen_model", a.input)
     if arch is None:
         sys.exit("widen_model: no general.architecture")
     def find(key):
@@ -123,13 +138,6 @@ def main():
             sys.exit("widen_model: no float32 attention.layer_norm_rms_epsilon")
         e[2] = struct.pack("<f", struct.unpack("<f", e[2])[0] * n_embd / a.embd)
 
-    tensors = []  # [name, dims, type, offset]
-    for _ in range(n_tensors):
-        name, nd = r.string(), r.take("I")
-        dims = [r.take("Q") for _ in range(nd)]
-        t, off = r.take("I"), r.take("Q")
-        tensors.append([name, dims, t, off])
-    base = (r.o + alignment - 1) // alignment * alignment
 
     # ggml dims: ne0 = row length (inputs), ne1 = rows (outputs). Per tensor: the widths its
     # rows and its row count grow to (None: unchanged).
@@ -165,7 +173,7 @@ def main():
         blob += bytes(4 * new_cols * (new_rows - rows))
         out_data.append((name, [new_cols, new_rows], t, blob))
 
-    hdr = [b"GGUF", struct.pack("<IQQ", version, n_tensors, len(kv))]
+    hdr = [b"GGUF", struct.pack("<IQQ", version, len(tensors), len(kv))]
     for key, t, raw in kv:
         hdr += [gguf_string(key), struct.pack("<I", t), raw]
     off = 0
