@@ -1,10 +1,12 @@
 // The engine step loop: schedule ▸ build Batch ▸ forward ▸ sample ▸ stream out.
 
 #include <algorithm>
-#include <limits>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <random>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/huge_pages.h"
@@ -514,6 +516,8 @@ void EngineImpl::run() {
     reap();
     const bool computed = step();
     publish_stats();
+    if (computed && cfg_.fault_step_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault_step_delay_ms));
     if (computed) continue;
     // Nothing can progress until an event: sleep (no polling, also while every sequence
     // awaits remote KV). An event raised since the checks above makes the wait return.

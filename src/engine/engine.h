@@ -68,6 +68,10 @@ struct EngineConfig {
   // KV store tiers below the pool (kv/kv_tiers.h): --kv-offload-dir, --kv-offload-gb,
   // --kv-store, --kv-store-timeout-ms, --kv-restore, --kv-snapshot-interval.
   kv::KvTierOptions kv_tiers;
+  // Testing (--fault-step-delay-ms): the engine thread sleeps this long after each step that
+  // computed, so that a test of failover, draining or aborts mid-stream finds its stream still
+  // running however late its own thread is. 0 = off.
+  int fault_step_delay_ms = 0;
 };
 
 /// Per-request options beyond sampling.

@@ -69,7 +69,7 @@ json health(Cluster& c, Role r) {
 /// What `serve --max-cache-salts 1` answers a new salt while another salt's request runs,
 /// non-streamed and streamed.
 std::pair<Answer, Answer> serve_refusal(const json& refused) {
-  testing::ServerProcess serve({"--max-cache-salts", "1", "--ctx-size", "4096"});
+  testing::ServerProcess serve({"--max-cache-salts", "1", "--ctx-size", "4096", "--fault-step-delay-ms", "2"});
   EXPECT_TRUE(serve.ready()) << serve.error();
   if (!serve.ready()) return {};
   json hold = {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true},
@@ -80,7 +80,7 @@ std::pair<Answer, Answer> serve_refusal(const json& refused) {
   json streamed = refused;
   streamed["stream"] = true;
   std::pair<Answer, Answer> out{post(serve.port(), refused), post(serve.port(), streamed)};
-  EXPECT_FALSE(held.stop.load()) << "the held request ended before the refusals";
+  EXPECT_FALSE(held.finished.load()) << "the held request ended before the refusals";
   return out;
 }
 

@@ -312,13 +312,16 @@ TEST_F(DisaggRouter, BadRequestsAreRefused) {
 
 // Two decode workers; the one serving a long stream is SIGKILLed after the client has
 // seen its first tokens. The router resumes on the other worker from prompt + tokens
-// already sent; the client sees one stream, equal to what `serve` gives.
+// already sent; the client sees one stream, equal to what `serve` gives. The decode workers'
+// steps are paced (5 ms: 480 tokens take 2.4 s) so that the stream is still running at the
+// kill, however late the client's thread is (unpaced, stories260K makes them in ~0.1 s).
 TEST(DisaggRouterFailover, DecodeWorkerKilledMidStream) {
   testing::ServerProcess serve(std::vector<std::string>{});
   ASSERT_TRUE(serve.ready()) << serve.error();
   ClusterOptions o;
   o.prefill_workers = 1;
   o.decode_workers = 2;
+  o.decode_args = {"--fault-step-delay-ms", "5"};
   o.router_args = {"--policy", "round_robin"};
   Cluster cluster(o);
   ASSERT_TRUE(cluster.ready()) << cluster.error();

@@ -148,7 +148,9 @@ TEST(Discovery, SigtermDrainLosesNoStream) {
   const std::string url = etcd.discovery_url("/drain" + std::to_string(::getpid()));
   testing::ServerProcess serve(std::vector<std::string>{});
   ASSERT_TRUE(serve.ready()) << serve.error();
-  const auto decode_args = plus(disc_args(url), {"--drain-timeout", "20"});
+  // Paced steps (10 ms: the 160-token streams take 1.6 s) so that d0 still has streams to
+  // drain when the test thread looks at its /health, however late that thread is.
+  const auto decode_args = plus(disc_args(url), {"--drain-timeout", "20", "--fault-step-delay-ms", "10"});
   PdNode d0("decode", decode_args), d1("decode", decode_args);
   ASSERT_TRUE(d0.start()) << d0.error();
   ASSERT_TRUE(d1.start()) << d1.error();

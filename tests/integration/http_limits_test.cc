@@ -335,9 +335,10 @@ json health(const testing::ServerProcess& srv) {
 const char* const kSaltPrompt = "Once upon a time, there was a little girl named Lily. She loved to play";  // > 1 block
 
 TEST(HttpLimits, ANewCacheSaltPastMaxCacheSaltsGets429WhileOthersAreServed) {
-  // A context long enough that the held streams run for seconds (4,000 tokens) while the
-  // test needs milliseconds; they end when the test hangs up.
-  testing::ServerProcess srv({"--max-cache-salts", "2", "--ctx-size", "4096"});
+  // A context long enough, and steps paced enough, that the held streams run for seconds
+  // (4,000 tokens, >= 2 ms each) while the test needs milliseconds; they end when the test
+  // hangs up.
+  testing::ServerProcess srv({"--max-cache-salts", "2", "--ctx-size", "4096", "--fault-step-delay-ms", "2"});
   ASSERT_TRUE(srv.ready()) << srv.error();
   auto body = [](const std::string& salt, int max_tokens) {
     json b = {{"prompt", kSaltPrompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
@@ -380,7 +381,7 @@ TEST(HttpLimits, ANewCacheSaltPastMaxCacheSaltsGets429WhileOthersAreServed) {
       ASSERT_TRUE(ok);
       EXPECT_EQ(ok->status, 200) << salt << ": " << ok->body;
     }
-    EXPECT_FALSE(held[0]->stop || held[1]->stop);
+    EXPECT_FALSE(held[0]->finished || held[1]->finished) << "a held stream ended before the checks";
   }  // hang up: both streams are aborted
   ASSERT_TRUE(testing::wait_pool_free(srv.port()));
   EXPECT_TRUE(testing::wait_until([&] { return health(srv)["cache_salts_in_use"] == 0; }));

@@ -174,10 +174,13 @@ TEST_F(KvStoreRedis, AFetchWaitsOffTheStepLoopWhileOthersRun) {
   const Completion cold = complete(a.port(), long_prompt(8));
   ASSERT_TRUE(wait_writes(a, cold.prompt_tokens / 16));
 
-  // Redis stalls for 3 s; B's fetch of prompt 8 waits for it, in the loading state.
-  std::thread stall([&] { redis_.cli({"DEBUG", "SLEEP", "3"}); });
-  // A fixed pause: DEBUG SLEEP gives no event when it has begun, and the fetch must come after.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Redis stalls for 4 s; B's fetch of prompt 8 waits for it, in the loading state. The
+  // fetch must come after the stall has begun: Redis then leaves a PING unanswered.
+  std::thread stall([&] { redis_.cli({"DEBUG", "SLEEP", "4"}); });
+  if (!testing::wait_until([&] { return redis_.unresponsive(); }, std::chrono::seconds(10), std::chrono::milliseconds(1))) {
+    stall.join();
+    FAIL() << "DEBUG SLEEP did not begin";
+  }
   auto slow = std::async(std::launch::async, [&] { return complete(b.port(), long_prompt(8)); });
   EXPECT_TRUE(testing::wait_until([&] { return testing::scrape(b.port())["pdserve_requests_waiting"] == 1; },
                                   std::chrono::seconds(10)));

@@ -81,18 +81,22 @@ class MultiHost : public ::testing::Test {
     o.args.insert(o.args.end(), extra.begin(), extra.end());
     return std::make_unique<PdNode>(o);
   }
-  std::unique_ptr<PdNode> decode(const std::string& host) {
-    return node("decode", host, {"--remote-prefill-threshold", "0", "--kv-compression", "auto", "--drain-timeout", "20"});
+  /// A decode worker; `step_delay_ms` > 0 paces its engine steps (--fault-step-delay-ms).
+  std::unique_ptr<PdNode> decode(const std::string& host, int step_delay_ms = 0) {
+    std::vector<std::string> extra = {"--remote-prefill-threshold", "0", "--kv-compression", "auto", "--drain-timeout", "20"};
+    if (step_delay_ms > 0) extra.insert(extra.end(), {"--fault-step-delay-ms", std::to_string(step_delay_ms)});
+    return node("decode", host, extra);
   }
-  /// The full cluster: prefill workers first (their blocks paced by `prefill_delay_ms`).
-  void start_cluster(int prefill_delay_ms = 0) {
+  /// The full cluster: prefill workers first (their blocks paced by `prefill_delay_ms`, the
+  /// decode workers' steps by `decode_delay_ms`).
+  void start_cluster(int prefill_delay_ms = 0, int decode_delay_ms = 0) {
     for (const char* h : {"prefill0", "prefill1"}) {
       std::vector<std::string> extra;
       if (prefill_delay_ms > 0) extra = {"--fault-delay-ms", std::to_string(prefill_delay_ms)};
       prefill_.push_back(node("prefill", h, extra));
     }
-    decode_.push_back(decode("decode0"));
-    decode_.push_back(decode("decode1"));
+    decode_.push_back(decode("decode0", decode_delay_ms));
+    decode_.push_back(decode("decode1", decode_delay_ms));
     for (auto& n : prefill_) ASSERT_TRUE(n->start()) << n->error();
     for (auto& n : decode_) ASSERT_TRUE(n->start()) << n->error();
     router_ = node("router", "router", {"--policy", "round_robin", "--health-interval-ms", "250"});
@@ -197,9 +201,11 @@ TEST_F(MultiHost, DiscoveryAcrossHostsKillJoinDrain) {
 }
 
 // A decode worker's link is cut mid-stream: the router resumes the stream on the other
-// decode worker; the client sees `serve`'s output, unbroken.
+// decode worker; the client sees `serve`'s output, unbroken. The decode workers' steps are
+// paced (5 ms: 480 tokens take 2.4 s) so that the stream is still running when the link is
+// cut, however late the client's thread is (stories260K alone makes 480 tokens in ~0.1 s).
 TEST_F(MultiHost, DecodeLinkCutMidStream) {
-  start_cluster();
+  start_cluster(/*prefill_delay_ms=*/0, /*decode_delay_ms=*/5);
   const json body = completion("Once upon a time", 480);
   const json w = want(body);
   std::string victim;

@@ -2,7 +2,8 @@
 // it reads events until the test lets go, then hangs up (the server aborts the request).
 // For tests that need a request running on a server for as long as they look (e.g. one
 // that holds a --max-cache-salts slot): give it a long generation (ignore_eos, thousands
-// of tokens), wait for `started`, check, and destroy it.
+// of tokens, on a server whose steps are paced with --fault-step-delay-ms), wait for
+// `started`, check, check that it has not `finished`, and destroy it.
 //
 //   pdserve::testing::HeldStream held(srv.port(), body_with_stream_true);
 //   ASSERT_TRUE(pdserve::testing::wait_until([&] { return held.started.load(); }));
@@ -19,8 +20,10 @@ namespace pdserve::testing {
 
 struct HeldStream {
   /// `started`: the first response bytes arrived (or the request failed: a waiter never
-  /// waits for ever); `stop`: set by the destructor.
-  std::atomic<bool> started{false}, stop{false};
+  /// waits for ever); `finished`: the response ended (or failed) before the test let go, so
+  /// what the test checked while "holding" may have run without it; `stop`: set by the
+  /// destructor.
+  std::atomic<bool> started{false}, finished{false}, stop{false};
   /// The HTTP status (0: no response). Read it once `started` is true (written before).
   int status = 0;
 
@@ -46,6 +49,7 @@ struct HeldStream {
       httplib::Response res;
       httplib::Error err;
       c.send(req, res, err);
+      if (!stop.load()) finished = true;
       started = true;
     });
   }

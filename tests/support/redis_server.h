@@ -8,6 +8,10 @@
 //   redis.cli({"DBSIZE"});             // redis-cli's output
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -85,6 +89,24 @@ class RedisServer {
       ::pclose(f);
     }
     return out;
+  }
+
+  /// True when the server does not answer a PING within `timeout` on a fresh connection
+  /// (the kernel accepts it while Redis is busy): e.g. a `DEBUG SLEEP` has begun.
+  bool unresponsive(int timeout_ms = 200) const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool busy = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+      pollfd p{fd, POLLIN, 0};
+      busy = ::poll(&p, 1, timeout_ms) == 0;
+    }
+    ::close(fd);
+    return busy;
   }
 
  private:

@@ -270,7 +270,7 @@ class RouterEngineTest : public ::testing::Test {
     cfg.decode = std::move(addrs);
     cfg.policy.kind = policy;
     cfg.health_interval = 100ms;
-    cfg.health_timeout = 500ms;
+    cfg.health_timeout = 3000ms;  // a loaded machine (TSan, ctest -j2) can be slow to answer; a killed worker fails at once
     cfg.limits.max_attempts = max_attempts;
     auto pol = make_routing_policy(cfg.policy);
     ASSERT_TRUE(pol.ok());
@@ -421,6 +421,10 @@ TEST_F(RouterEngineTest, ARateLimitedWorkerPassesTheRequestOnAndAllRateLimitedIs
 TEST_F(RouterEngineTest, ResumesOnAnotherWorkerWhenOneDiesMidStream) {
   a->engine->set_token_delay(5ms);
   b->engine->set_token_delay(5ms);
+  // The serving worker hangs after its 60th token, so it is still busy when the collector
+  // (which kills at 20 or more) looks, however late that thread runs.
+  a->engine->pause_after(60);
+  b->engine->pause_after(60);
   const auto p = prompt("The quick brown fox");
   engine::SamplingParams params = greedy(150);
   auto s = router->submit(p, params);
@@ -431,6 +435,7 @@ TEST_F(RouterEngineTest, ResumesOnAnotherWorkerWhenOneDiesMidStream) {
     if (!victim && c.tokens.size() >= 20) {
       victim = busy_worker();
       ASSERT_NE(victim, nullptr);
+      (victim == a.get() ? b : a)->engine->pause_after(-1);
       delivered_at_kill = static_cast<int>(c.tokens.size());
       victim->kill();
     }
@@ -515,6 +520,8 @@ TEST_F(RouterEngineTest, StopStringAcrossAResumeIsFound) {
 TEST_F(RouterEngineTest, ResumesWhenAWorkerAbortsOnItsOwn) {
   a->engine->set_token_delay(5ms);
   b->engine->set_token_delay(5ms);
+  a->engine->pause_after(40);  // still busy when the collector looks (at 10 tokens or more)
+  b->engine->pause_after(40);
   const auto p = prompt("shutdown");
   auto s = router->submit(p, greedy(100));
   ASSERT_TRUE(s.ok());
@@ -523,6 +530,7 @@ TEST_F(RouterEngineTest, ResumesWhenAWorkerAbortsOnItsOwn) {
     if (!victim && c.tokens.size() >= 10) {
       victim = busy_worker();
       ASSERT_NE(victim, nullptr);
+      (victim == a.get() ? b : a)->engine->pause_after(-1);
       victim->engine->shutdown();  // pushes Abort on its streams; the gRPC server stays up
     }
   });

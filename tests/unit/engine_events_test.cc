@@ -168,26 +168,33 @@ TEST(EngineEvents, AbortWakesTheEngineAtOnce) {
   auto e = make_decode_engine(source, /*max_seqs=*/4);
   ASSERT_TRUE(e);
   // Latency from abort() to the final Abort delta (the blocks are freed before it is
-  // pushed), with no other traffic to wake the engine. Median of 9 tries: a loop that
-  // polls every 50 ms passes this about 2 % of the time.
-  std::vector<double> ms;
-  for (int i = 0; i < 9; ++i) {
-    auto s = submit(*e, kPrompt, greedy(8));
-    ASSERT_TRUE(source->wait_held(1));
-    ASSERT_TRUE(eventually([&] { return e->stats().kv_blocks_used > 0; }));
-    // Let the engine go back to sleep, so that the abort below must wake it. Too short a
-    // pause only makes the check weaker (the engine may still be awake), never wrong.
-    std::this_thread::sleep_for(20ms);
-    const auto t0 = std::chrono::steady_clock::now();
-    s->abort();
-    engine::StreamDelta d;
-    ASSERT_TRUE(s->next(d, 5s));
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    EXPECT_EQ(d.finish, engine::FinishReason::Abort);
-    EXPECT_TRUE(eventually([&] { return e->stats().kv_blocks_used == 0; }));
+  // pushed), with no other traffic to wake the engine: the median of a round of 15 tries must
+  // be under 10 ms. A loaded machine can delay the two wake-ups of a try past that (TSan under
+  // ctest -j2), so a second round is allowed. A loop that polls every 50 ms passes a round
+  // about 0.4 % of the time (8 or more of 15 uniform delays under 10 ms), two about 0.8 %.
+  double best_median = 1e9, slowest = 0;
+  for (int round = 0; round < 2 && best_median >= 10.0; ++round) {
+    std::vector<double> ms;
+    for (int i = 0; i < 15; ++i) {
+      auto s = submit(*e, kPrompt, greedy(8));
+      ASSERT_TRUE(source->wait_held(1));
+      ASSERT_TRUE(eventually([&] { return e->stats().kv_blocks_used > 0; }));
+      // Let the engine go back to sleep, so that the abort below must wake it. Too short a
+      // pause only makes the check weaker (the engine may still be awake), never wrong.
+      std::this_thread::sleep_for(20ms);
+      const auto t0 = std::chrono::steady_clock::now();
+      s->abort();
+      engine::StreamDelta d;
+      ASSERT_TRUE(s->next(d, 5s));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      EXPECT_EQ(d.finish, engine::FinishReason::Abort);
+      EXPECT_TRUE(eventually([&] { return e->stats().kv_blocks_used == 0; }));
+    }
+    std::sort(ms.begin(), ms.end());
+    best_median = std::min(best_median, ms[ms.size() / 2]);
+    slowest = std::max(slowest, ms.back());
   }
-  std::sort(ms.begin(), ms.end());
-  EXPECT_LT(ms[ms.size() / 2], 10.0) << "median abort latency (ms); slowest " << ms.back();
+  EXPECT_LT(best_median, 10.0) << "median abort latency (ms); slowest " << slowest;
   EXPECT_EQ(e->stats().kv_blocks_free, e->stats().kv_blocks_total);
 }
 

@@ -94,6 +94,7 @@ TEST_P(KvBudget, LongGenerationStaysWithinTheBudgetPastThePoolSize) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::ResourceExhausted);
   }
+  cfg.fault_step_delay_ms = 2;  // >= 0.8 s of steps: the stats below are sampled while it runs
   auto e = make_engine(cfg);
   auto stream = submit(*e, prompt, greedy(kTokens, true));
   Completion c;

@@ -246,9 +246,10 @@ TEST(PrefixCache, PriorityPolicyServesLowerValuesFirst) {
   engine::EngineConfig c = config(true);
   c.scheduling_policy = engine::SchedulingPolicy::kPriority;
   c.max_seqs = 1;
+  c.fault_step_delay_ms = 2;  // busy's 400 tokens take >= 0.8 s
   auto e = make_engine(c);
   auto prompts = prompts_with_prefix(*e, 5, 3);
-  auto ignore = greedy(200);
+  auto ignore = greedy(400);
   ignore.ignore_eos = true;
   auto busy = submit(*e, prompts[0], ignore);  // occupies the only slot
   engine::RequestOptions low, high;
@@ -256,7 +257,10 @@ TEST(PrefixCache, PriorityPolicyServesLowerValuesFirst) {
   high.priority = -1;
   auto late_low = e->submit_group(prompts[1], greedy(4), low).value()[0];
   auto late_high = e->submit_group(prompts[2], greedy(4), high).value()[0];
-  drain(*busy);
+  // The slot frees only now that both wait (an abort, not busy's own end, which a test thread
+  // descheduled that long would miss: then the low one would take the slot first, rightly).
+  busy->abort();
+  ASSERT_EQ(drain(*busy).finish, engine::FinishReason::Abort) << "busy ended before both requests were queued";
   // One slot: the later-submitted high-priority request runs before the low one (FCFS
   // would run the low one first). Deltas queue up unread, so when the low one's first
   // token is there, the high one's first token is already queued if it came first; no
@@ -268,7 +272,7 @@ TEST(PrefixCache, PriorityPolicyServesLowerValuesFirst) {
   drain(*late_low);
   drain(*late_high);
   auto m = e->metrics();
-  EXPECT_EQ(m.request_success["length"], 3);
+  EXPECT_EQ(m.request_success["length"], 2);
 }
 
 TEST(PrefixCache, RequestTimeoutEndsWithAnErrorAndFreesBlocks) {

@@ -567,7 +567,9 @@ bool post_and_hang_up(int port, const std::string& path, const std::string& body
 }
 
 TEST(ServerHttp, ClientDisconnectMidStreamAborts) {
-  TestServer s;
+  FakeEngineOptions opts;
+  opts.context_length = 1 << 20;  // the default 256 would end the stream after ~1.3 s
+  TestServer s(opts);
   s.engine.set_token_delay(5ms);
   // Endless generation: ignore_eos with no token limit in a huge context.
   const json body = {{"prompt", "abc"}, {"max_tokens", nullptr}, {"ignore_eos", true}, {"stream", true}};
