@@ -111,18 +111,26 @@ TEST(SpecDecodeServer, DecodeWorkerOfAPdClusterSpeculatesExactly) {
   auto off_cli = off.client();
   const auto want = complete_all(off_cli, false);
   const auto want_stream = complete_all(off_cli, true);
-  ClusterOptions o;
-  o.decode_args = {"--remote-prefill-threshold", "0", "--speculative", "ngram"};
-  Cluster c(o);
-  ASSERT_TRUE(c.ready()) << c.error();
-  auto cli = c.router_client();
-  EXPECT_EQ(complete_all(cli, false), want) << c.logs();
-  EXPECT_EQ(complete_all(cli, true), want_stream);
-  EXPECT_TRUE(testing::wait_pool_free(c.node(Role::Decode, 0).http_port())) << c.logs();
-  const auto m = c.metrics(Role::Decode, 0);
-  ASSERT_TRUE(m);
-  EXPECT_GT(testing::sum_samples(*m, "pdserve_spec_decode_num_accepted_tokens_total", "", ""), 0);
-  EXPECT_GT(testing::sum_samples(*m, "pdserve_remote_prefill_total", "", ""), 0);
+  // Every proposer on the decode worker; the prompt KV comes from the prefill worker (the
+  // draft model computes its own KV of the prompt).
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--speculative", "ngram"},
+        std::vector<std::string>{"--speculative", "layerskip", "--draft-layers", "3"},
+        std::vector<std::string>{"--speculative", "draft", "--draft-model", testing::kStoriesModel}}) {
+    ClusterOptions o;
+    o.decode_args = {"--remote-prefill-threshold", "0"};
+    o.decode_args.insert(o.decode_args.end(), flags.begin(), flags.end());
+    Cluster c(o);
+    ASSERT_TRUE(c.ready()) << c.error();
+    auto cli = c.router_client();
+    EXPECT_EQ(complete_all(cli, false), want) << flags[1] << "\n" << c.logs();
+    EXPECT_EQ(complete_all(cli, true), want_stream) << flags[1];
+    EXPECT_TRUE(testing::wait_pool_free(c.node(Role::Decode, 0).http_port())) << flags[1] << "\n" << c.logs();
+    const auto m = c.metrics(Role::Decode, 0);
+    ASSERT_TRUE(m);
+    EXPECT_GT(testing::sum_samples(*m, "pdserve_spec_decode_num_accepted_tokens_total", "", ""), 0) << flags[1];
+    EXPECT_GT(testing::sum_samples(*m, "pdserve_remote_prefill_total", "", ""), 0) << flags[1];
+  }
 }
 
 /// stderr of `pdserve generate ...` that is expected to fail at start.
