@@ -30,8 +30,9 @@ void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   add_choice_option(cmd, "--scheduling-policy", cfg.scheduling_policy, scheduling_choices(),
                     "fcfs or priority (request field 'priority', lower first)", "fcfs");
   cmd.add_option("--fault-step-delay-ms", cfg.fault_step_delay_ms,
-                 "testing: sleep this long after each engine step (slows generation down)")
-      ->check(CLI::Range(0, 60000));
+                 "testing: sleep this long after each engine step (slows generation down; aborts and "
+                 "shutdown wait for the sleep in progress)")
+      ->check(CLI::Range(0, 1000));
   cmd.add_option("--request-timeout", cfg.request_timeout_s, "abort requests running longer than this (seconds, 0 = never)")
       ->check(kFinite & CLI::Range(0.0, 1e9));
   // Per-sequence token eviction (kv/token_eviction.h).

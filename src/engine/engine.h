@@ -70,7 +70,8 @@ struct EngineConfig {
   kv::KvTierOptions kv_tiers;
   // Testing (--fault-step-delay-ms): the engine thread sleeps this long after each step that
   // computed, so that a test of failover, draining or aborts mid-stream finds its stream still
-  // running however late its own thread is. 0 = off.
+  // running however late its own thread is. The sleep is not cut short: an abort or a
+  // shutdown waits for it (the flag allows at most 1,000 ms). 0 = off.
   int fault_step_delay_ms = 0;
 };
 
