@@ -8,13 +8,10 @@
 //   redis.cli({"DBSIZE"});             // redis-cli's output
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -22,6 +19,7 @@
 
 #include "support/child_process.h"
 #include "support/ports.h"
+#include "support/raw_http.h"
 #include "support/wait.h"
 
 namespace pdserve::testing {
@@ -94,19 +92,8 @@ class RedisServer {
   /// True when the server does not answer a PING within `timeout` on a fresh connection
   /// (the kernel accepts it while Redis is busy): e.g. a `DEBUG SLEEP` has begun.
   bool unresponsive(int timeout_ms = 200) const {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return false;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool busy = false;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
-      pollfd p{fd, POLLIN, 0};
-      busy = ::poll(&p, 1, timeout_ms) == 0;
-    }
-    ::close(fd);
-    return busy;
+    RawConnection c(port_);
+    return c.ok() && c.send("PING\r\n") && c.read_until("\r\n", std::chrono::milliseconds(timeout_ms)).empty();
   }
 
  private:
