@@ -120,6 +120,83 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// A decode step's GEMVs of one kind, from memory: one token against 22 distinct rows×cols
+// matrices (a TinyLlama-1.1B layer stack's ffn_gate — 5632×2048 — or ffn_down — 2048×5632),
+// Tiles16 as Model::load lays them out, one after the other as the forward pass runs them.
+// bytes_per_second against BM_StreamRead is issue #21's target 1 for that kind of matrix.
+void BM_GemvLayers(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols) {
+  constexpr int kLayers = 22;
+  pdserve::kernels::set_compute_threads(omp_get_max_threads());
+  static std::vector<std::unique_ptr<Matrix>> cache;  // kLayers per (type, shape)
+  size_t first = cache.size();
+  for (size_t i = 0; i < cache.size(); i += kLayers)
+    if (cache[i]->view.type == t && cache[i]->view.rows == rows && cache[i]->view.cols == cols) first = i;
+  if (first == cache.size()) {
+    Matrix one = make_matrix(t, rows, cols);
+    pdserve::kernels::tile16_in_place(one.view);
+    for (int l = 0; l < kLayers; ++l) {  // copies at distinct addresses: each read comes from memory
+      auto m = std::make_unique<Matrix>();
+      m->data = one.data;
+      m->view = one.view;
+      m->view.data = m->data.data();
+      cache.push_back(std::move(m));
+    }
+  }
+  std::vector<float> x(cols), y(rows);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  const uint8_t order = 0;
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l) pdserve::kernels::matmul(cache[first + l]->view, x.data(), 1, y.data(), &order);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kLayers * static_cast<int64_t>(cache[first]->data.size()));
+  state.counters["threads"] = pdserve::kernels::compute_threads();
+}
+// The same GEMV on one matrix that stays in L2 (rows×cols of 512×2048): the kernel's
+// compute rate apart from memory. A GEMV streams at the memory's pace only if this is well
+// above BM_StreamRead.
+void BM_GemvInCache(benchmark::State& state, GgmlType t) {
+  pdserve::kernels::set_compute_threads(omp_get_max_threads());
+  const int64_t rows = 512, cols = 2048;
+  static std::vector<std::unique_ptr<Matrix>> cache;
+  const Matrix* m = nullptr;
+  for (const auto& c : cache)
+    if (c->view.type == t) m = c.get();
+  if (!m) {
+    cache.push_back(std::make_unique<Matrix>(make_matrix(t, rows, cols)));
+    pdserve::kernels::tile16_in_place(cache.back()->view);
+    m = cache.back().get();
+  }
+  std::vector<float> x(cols), y(rows);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  const uint8_t order = 0;
+  for (auto _ : state) {
+    pdserve::kernels::matmul(m->view, x.data(), 1, y.data(), &order);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m->data.size()));
+  state.counters["threads"] = pdserve::kernels::compute_threads();
+}
+BENCHMARK_CAPTURE(BM_GemvInCache, Q8_0, GgmlType::Q8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q4_0, GgmlType::Q4_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q4_K, GgmlType::Q4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q5_K, GgmlType::Q5_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q6_K, GgmlType::Q6_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q4_0_gate, GgmlType::Q4_0, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q4_0_down, GgmlType::Q4_0, 2048, 5632)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q4_K_gate, GgmlType::Q4_K, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q4_K_down, GgmlType::Q4_K, 2048, 5632)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q6_K_gate, GgmlType::Q6_K, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q6_K_down, GgmlType::Q6_K, 2048, 5632)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q8_0_gate, GgmlType::Q8_0, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvLayers, Q8_0_down, GgmlType::Q8_0, 2048, 5632)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // Streaming read of a 1 GiB buffer with `threads` OpenMP threads (each sums a contiguous
 // slice with 4 independent 64-bit accumulators; the compiler vectorises it). `prefetch`:
 // also software-prefetch 2 KiB ahead, as the matmul kernels do — the hardware prefetchers

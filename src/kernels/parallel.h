@@ -43,8 +43,10 @@ int parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx, bool parall
 /// range has run. In parallel each range is at most `grain` long (0 = about 8 ranges per
 /// compute thread); serially body gets [0, n) in one call.
 ///
-/// The calling thread takes part; the workers claim ranges one at a time from a shared
-/// counter, so a worker that is slow or descheduled leaves its ranges to the others. The
+/// The calling thread takes part. Each thread runs the ranges of its own contiguous share
+/// of [0, n) in order (so a kernel's prefetch of what follows its range is for the range
+/// it runs next), then claims ranges one at a time from the back of the others' shares, so
+/// a worker that is slow or descheduled leaves its ranges to the others. The
 /// join waits only for ranges already claimed, never for a thread that has not claimed one
 /// (an OpenMP barrier waits for every thread of the team: a whole time slice on a busy
 /// machine), and sleeps, leaving the CPU to the worker, when a claimed range runs long.

@@ -185,7 +185,9 @@ TEST(KernelsParallel, CallersOnTwoThreadsEachGetTheirOwnPool) {
 }
 
 // The worker held in a signal handler stands for a worker the OS does not run (a busy
-// machine): an OpenMP join would wait for it; parallel_for's caller claims every range.
+// machine): an OpenMP join would wait for it; parallel_for's caller claims every range:
+// its own share in order (neighbouring ranges, so a kernel's prefetch of the next row tile
+// is for the tile it runs next), then the worker's share from the back.
 sem_t g_release;
 std::atomic<bool> g_held{false};
 void hold_thread(int) {
@@ -203,6 +205,7 @@ TEST(KernelsParallel, AWorkerThatCannotRunDoesNotHoldTheJoin) {
   g_held = false;
 
   // Everything runs on one caller thread (its own pool); this thread watches the time.
+  std::vector<int64_t> caller_order;  // the ranges the caller ran alone, in order
   std::promise<void> worker_found;
   std::promise<int64_t> alone_done;
   std::thread caller([&] {
@@ -242,11 +245,15 @@ TEST(KernelsParallel, AWorkerThatCannotRunDoesNotHoldTheJoin) {
       alone_done.set_value(-2);
       return;
     }
-    // The worker now cannot run: this job must finish on the caller alone.
+    // The worker now cannot run: this job must finish on the caller alone, its own share
+    // (the first half) front to back, then the worker's from the back.
     std::atomic<int64_t> on_caller{0};
     kernels::parallel_for(
         1000, [&](int64_t b, int64_t e) {
-          if (pthread_equal(pthread_self(), self)) on_caller.fetch_add(e - b);
+          if (pthread_equal(pthread_self(), self)) {
+            on_caller.fetch_add(e - b);
+            caller_order.push_back(b);
+          }
         },
         true, 1);
     alone_done.set_value(on_caller.load());
@@ -262,6 +269,12 @@ TEST(KernelsParallel, AWorkerThatCannotRunDoesNotHoldTheJoin) {
   ASSERT_NE(alone, -1) << "the worker never took part in the first job";
   ASSERT_NE(alone, -2) << "the worker never entered the signal handler";
   EXPECT_EQ(alone, 1000);
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 500; ++i) expected.push_back(i);
+  for (int64_t i = 999; i >= 500; --i) expected.push_back(i);
+  size_t first_diff = 0;
+  while (first_diff < std::min(caller_order.size(), expected.size()) && caller_order[first_diff] == expected[first_diff]) ++first_diff;
+  EXPECT_EQ(caller_order, expected) << "the caller runs its own half in order, then takes the worker's from the back; first difference at " << first_diff << " of " << caller_order.size();
   sem_destroy(&g_release);
 }
 
