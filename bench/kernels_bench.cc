@@ -14,6 +14,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -119,6 +120,17 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One parallel_for of 16 ranges whose bodies do nothing (range(0) threads): the fork/join's
+// own cost per call, which every GEMV of a decode step pays.
+void BM_ParallelForEmpty(benchmark::State& state) {
+  pdserve::kernels::set_compute_threads(static_cast<int>(state.range(0)));
+  std::atomic<int64_t> sink{0};
+  for (auto _ : state)
+    pdserve::kernels::parallel_for(16, [&](int64_t b, int64_t e) { sink.fetch_add(e - b, std::memory_order_relaxed); }, true, 1);
+  benchmark::DoNotOptimize(sink.load());
+}
+BENCHMARK(BM_ParallelForEmpty)->Arg(1)->Arg(2)->UseRealTime();
 
 // A decode step's GEMVs of one kind, from memory: one token against 22 distinct rows×cols
 // matrices (a TinyLlama-1.1B layer stack's ffn_gate — 5632×2048 — or ffn_down — 2048×5632),
