@@ -11,14 +11,14 @@ deps:
 	bash scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPDSERVE_REQUIRE_NODE=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Only the server binary (the tests are built by `make test`), without the Node test
-# clients' npm packages.
+# Only the server binary (the tests are built by `make test`), without Node.js and the
+# test clients' npm packages.
 serve:
 	bash scripts/install-deps.sh --no-test-clients
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPDSERVE_REQUIRE_NODE=OFF
 	cmake --build $(BUILD) -j $(JOBS) --target pdserve
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs pdserve's build and test dependencies from Debian's packages, then the Node
-# test clients' npm packages (skipped with --no-test-clients: `make serve` needs no npm
-# registry). Idempotent: packages already present are skipped; safe to run as root on a
-# fresh Debian 12.
+# Installs pdserve's build and test dependencies from Debian's packages, then Node.js and
+# the test clients' npm packages (both skipped with --no-test-clients: `make serve` needs
+# neither node nor the npm registry). Idempotent: packages already present are skipped;
+# safe to run as root on a fresh Debian 12 (else apt runs through sudo).
 set -euo pipefail
 test_clients=1
 case "${1:-}" in
@@ -43,8 +43,9 @@ else
   echo "install-deps: all packages present"
 fi
 
-# Node.js + npm run the OpenAI-client tests; Debian's nodejs is used only when no node is present.
-if ! command -v npm >/dev/null 2>&1; then
+# Node.js + npm run the OpenAI-client tests (not installed with --no-test-clients); Debian's
+# nodejs is used only when no npm is present.
+if [ "$test_clients" = 1 ] && ! command -v npm >/dev/null 2>&1; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
