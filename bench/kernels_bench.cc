@@ -65,15 +65,22 @@ const Matrix& cached_matrix(GgmlType t, int64_t rows, int64_t cols, bool tiles16
   return *cache.back();
 }
 
+/// n activations from N(0, 1), the same every call.
+std::vector<float> random_activations(int64_t n) {
+  std::vector<float> x(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
 void run_matmul(benchmark::State& state, GgmlType t, int64_t rows, bool tiles16 = false) {
   const int64_t n = 2048;
   const int tokens = static_cast<int>(state.range(0));
   pdserve::kernels::set_compute_threads(omp_get_max_threads());  // OMP_NUM_THREADS, else every CPU
   const Matrix& m = cached_matrix(t, rows, n, tiles16);
-  std::vector<float> x(tokens * n), y(tokens * rows);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (float& v : x) v = nd(rng);
+  const std::vector<float> x = random_activations(tokens * n);
+  std::vector<float> y(tokens * rows);
   // Multi-token batches as a prompt (GEMM order; micro-batches of >= 8 tokens tiled, as
   // kernels::gemm_order_flag gives them), one token as a decode step.
   const uint8_t prompt = static_cast<uint8_t>(1 | (tokens >= 8 ? pdserve::kernels::kGemmTiledBatch : 0));
@@ -151,10 +158,8 @@ void BM_GemvLayers(benchmark::State& state, GgmlType t, int64_t rows, int64_t co
       cache.push_back(std::move(m));
     }
   }
-  std::vector<float> x(cols), y(rows);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (float& v : x) v = nd(rng);
+  const std::vector<float> x = random_activations(cols);
+  std::vector<float> y(rows);
   const uint8_t order = 0;
   for (auto _ : state) {
     for (int l = 0; l < kLayers; ++l) pdserve::kernels::matmul(cache[first + l]->view, x.data(), 1, y.data(), &order);
@@ -164,39 +169,15 @@ void BM_GemvLayers(benchmark::State& state, GgmlType t, int64_t rows, int64_t co
   state.SetBytesProcessed(state.iterations() * kLayers * static_cast<int64_t>(cache[first]->data.size()));
   state.counters["threads"] = pdserve::kernels::compute_threads();
 }
-// The same GEMV on one matrix that stays in L2 (rows×cols of 512×2048): the kernel's
-// compute rate apart from memory. A GEMV streams at the memory's pace only if this is well
-// above BM_StreamRead.
-void BM_GemvInCache(benchmark::State& state, GgmlType t) {
-  pdserve::kernels::set_compute_threads(omp_get_max_threads());
-  const int64_t rows = 512, cols = 2048;
-  static std::vector<std::unique_ptr<Matrix>> cache;
-  const Matrix* m = nullptr;
-  for (const auto& c : cache)
-    if (c->view.type == t) m = c.get();
-  if (!m) {
-    cache.push_back(std::make_unique<Matrix>(make_matrix(t, rows, cols)));
-    pdserve::kernels::tile16_in_place(cache.back()->view);
-    m = cache.back().get();
-  }
-  std::vector<float> x(cols), y(rows);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (float& v : x) v = nd(rng);
-  const uint8_t order = 0;
-  for (auto _ : state) {
-    pdserve::kernels::matmul(m->view, x.data(), 1, y.data(), &order);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m->data.size()));
-  state.counters["threads"] = pdserve::kernels::compute_threads();
-}
-BENCHMARK_CAPTURE(BM_GemvInCache, Q8_0, GgmlType::Q8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemvInCache, Q4_0, GgmlType::Q4_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemvInCache, Q4_K, GgmlType::Q4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemvInCache, Q5_K, GgmlType::Q5_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemvInCache, Q6_K, GgmlType::Q6_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// The same GEMV (one token) on one 512×2048 matrix that stays in L2: the kernel's compute
+// rate apart from memory. A GEMV streams at the memory's pace only if this is well above
+// BM_StreamRead.
+void BM_GemvInCache(benchmark::State& state, GgmlType t) { run_matmul(state, t, 512, true); }
+BENCHMARK_CAPTURE(BM_GemvInCache, Q8_0, GgmlType::Q8_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q4_0, GgmlType::Q4_0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q4_K, GgmlType::Q4_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q5_K, GgmlType::Q5_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvInCache, Q6_K, GgmlType::Q6_K)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLayers, Q4_0_gate, GgmlType::Q4_0, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLayers, Q4_0_down, GgmlType::Q4_0, 2048, 5632)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvLayers, Q4_K_gate, GgmlType::Q4_K, 5632, 2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
