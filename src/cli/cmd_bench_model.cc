@@ -4,7 +4,8 @@
 // decoding together (batched decode). With --kv-budget the batched sequences evict tokens
 // as the engine's decode steps do (kv::KvCacheManager::evict_tokens after every step, the
 // attention-mass rows of h2o accumulated from the forward pass: engine.cc / scheduler.cc).
-// --profile adds a per-op table (model/op_profile.h) of the pp step and the tg steps.
+// --profile adds a per-op table (model/op_profile.h) of the pp step, the tg steps and the
+// batched decode steps.
 
 #include <algorithm>
 #include <cmath>
@@ -49,7 +50,7 @@ void add_bench_model_command(CLI::App& app, BenchModelArgs& a) {
                   "(long-context decode without the long prefill; 0 = tg after the pp prompt)")
       ->default_val(0)
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_flag("--profile", a.profile, "print a per-op time breakdown of the pp step and of a tg (decode) step");
+  cmd->add_flag("--profile", a.profile, "print a per-op time breakdown of the pp step, of a tg (decode) step and of a batched decode step");
   cmd->add_flag("--mmap", a.mmap, "weights memory-mapped from the file instead of a private copy on huge pages (as serve --mmap)");
 }
 
@@ -321,17 +322,23 @@ int run_bench_model(const BenchModelArgs& a) {
       std::fprintf(stderr, "error: KV pool too small for batch %d\n", B);
       return 1;
     }
+    model::OpProfile prof;
+    if (a.profile) m.set_profile(&prof);
     const double t0 = now_seconds();
     for (int st = 0; st < a.batch_steps; ++st) {
       for (auto& t : toks) t = random_tokens(1);
       d.step(v, toks, logits);
     }
+    const double secs = now_seconds() - t0;
+    m.set_profile(nullptr);
     int held = 0;  // KV entries the sequences attend to at the end
     for (auto& s : seqs) held += s.pos - s.kv.num_evicted;
     std::printf("batch %d: context %d, %d KV entries per sequence at the end, %lld blocks in use\n", B, seqs[0].pos,
                 held / B, static_cast<long long>(kv.usage().used));
     rows.push_back({"batched decode B=" + std::to_string(B) + " (" + std::to_string(a.batch_steps) + " steps)",
-                    B * a.batch_steps, now_seconds() - t0});
+                    B * a.batch_steps, secs});
+    if (a.profile)
+      profiles.push_back({"batched decode B=" + std::to_string(B) + ", per step", prof, secs / a.batch_steps});
     check();
     for (auto& s : seqs) d.release(s);
   }
