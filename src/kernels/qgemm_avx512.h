@@ -56,6 +56,15 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
+/// acc + VPDPBUSD(w, the 4 bytes at p broadcast to every int32 lane): w unsigned, p's bytes
+/// signed. One instruction with an embedded-broadcast memory operand (m32bcst); GCC 12
+/// compiles the intrinsic form, _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(...)), to a
+/// separate VPBROADCASTD, one more instruction per multiply-add for the front end.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 /// 16 rows × 16 bytes transposed: out[k] int32 lane r = bytes 4k..4k+3 of the 16 bytes
 /// at rp[r] + off.
 inline void transpose16x16(const uint8_t* const* rp, int64_t off, __m512i out[4]) {
