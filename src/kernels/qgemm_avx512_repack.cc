@@ -143,7 +143,16 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
     const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
     const __m512i ff = _mm512_set1_epi32(0xFF);
-        for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
+    // kGemm: d_w·d_a and dmin_w·d_a per token, the products every 64 values' fma pair takes.
+    alignas(64) float ddv[kGemm ? TT : 1][16], dmv[kGemm ? TT : 1][16];
+    if constexpr (kGemm)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 da = _mm512_set1_ps(at[t][i].d);
+        _mm512_store_ps(ddv[t], _mm512_mul_ps(d, da));
+        _mm512_store_ps(dmv[t], _mm512_mul_ps(dmin, da));
+      }
+    for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
       const __m512i scs = c < 2 ? sc03 : sc47, mns = c < 2 ? mn03 : mn47;
       const int sh = 16 * (c % 2);
       const __m512i sc_lo = _mm512_and_si512(_mm512_srli_epi32(scs, sh), ff);
@@ -170,15 +179,14 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
         __m512i sl = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
 #pragma GCC unroll 16
         for (int m = 0; m < 8; ++m) {
-          sl = _mm512_dpbusd_epi32(sl, wl[m], _mm512_set1_epi32(load_i32(a.qs + 64 * c + 4 * m)));
-          shi = _mm512_dpbusd_epi32(shi, wh[m], _mm512_set1_epi32(load_i32(a.qs + 64 * c + 32 + 4 * m)));
+          sl = dpbusd_bcast(sl, wl[m], a.qs + 64 * c + 4 * m);
+          shi = dpbusd_bcast(shi, wh[m], a.qs + 64 * c + 32 + 4 * m);
         }
         const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
         const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair, _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
         if constexpr (kGemm) {
-          const __m512 da = _mm512_set1_ps(a.d);
-          _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
-          _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
+          _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_load_ps(ddv[t]), _mm512_load_ps(acc[t])));
+          _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_load_ps(dmv[t]), _mm512_load_ps(accm[t])));
         } else if (c == 0) {
           _mm512_store_si512(isum[t], is);
           _mm512_store_si512(imin[t], im);
