@@ -50,6 +50,28 @@ void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+void rms_norm_rows(float* out, const float* x, const float* w, int rows, int n, float eps) {
+  constexpr int kRows = 8;  // independent sums in flight (double-add latency × issue width)
+  int r0 = 0;
+  for (; r0 + kRows <= rows; r0 += kRows) {
+    const float* xr = x + static_cast<int64_t>(r0) * n;
+    double sum[kRows] = {};
+    for (int i = 0; i < n; ++i)
+      for (int r = 0; r < kRows; ++r) {
+        const float v = xr[static_cast<int64_t>(r) * n + i];
+        sum[r] += static_cast<double>(v * v);
+      }
+    for (int r = 0; r < kRows; ++r) {  // rms_norm's float steps
+      const float mean = static_cast<float>(sum[r] / n);
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      const float* xi = xr + static_cast<int64_t>(r) * n;
+      float* o = out + static_cast<int64_t>(r0 + r) * n;
+      for (int i = 0; i < n; ++i) o[i] = xi[i] * scale * w[i];
+    }
+  }
+  for (; r0 < rows; ++r0) rms_norm(out + static_cast<int64_t>(r0) * n, x + static_cast<int64_t>(r0) * n, w, n, eps);
+}
+
 void rope_cache(int rot_dim, int pos, float base, float freq_scale, float* cs) {
   // theta_i = pos * base^(-2i/rot_dim), computed by repeated multiplication as ggml does.
   const int half = rot_dim / 2;

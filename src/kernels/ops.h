@@ -12,6 +12,11 @@ namespace pdserve::kernels {
 /// RMSNorm (Zhang & Sennrich 2019): out[i] = x[i] / sqrt(mean(x²) + eps) * w[i].
 /// The sum of squares is accumulated in double, in index order (batch invariant).
 void rms_norm(float* out, const float* x, const float* w, int n, float eps);
+/// rms_norm of `rows` rows of n values each (row r at x + r·n, written to out + r·n; out may
+/// be x). Each row's result is rms_norm's, bit for bit: eight rows' double sums run side by
+/// side, each in its own index order, so the adds' latency is paid once per eight rows
+/// instead of once per row (a 2,048-value row is a chain of 2,048 dependent double adds).
+void rms_norm_rows(float* out, const float* x, const float* w, int rows, int n, float eps);
 
 /// RoPE (Su et al. 2021, RoFormer) rotates the first `rot_dim` dims of each head vector
 /// with theta_i = pos * freq_scale * base^(-2i/rot_dim) (freq_scale < 1 is linear RoPE

@@ -82,8 +82,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     kernels::parallel_for(
         m,
         [&](int64_t t0, int64_t t1) {
-          for (int t = static_cast<int>(t0); t < t1; ++t)
-            kernels::rms_norm(&xn[size_t(t) * E], &xs[size_t(t) * E], L.ffn_norm, E, c.rms_eps);
+          kernels::rms_norm_rows(&xn[size_t(t0) * E], &xs[size_t(t0) * E], L.ffn_norm, static_cast<int>(t1 - t0), E, c.rms_eps);
         },
         kernels::worth_parallel(int64_t{m} * E));
     prof.mark(Op::kFfnNorm);
@@ -110,7 +109,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     kernels::matmul(L.w_down, gate, m, proj, ord);
     prof.mark(Op::kDown);
     if (L.ffn_post_norm)
-      for (int t = 0; t < m; ++t) kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.ffn_post_norm, E, c.rms_eps);
+      kernels::rms_norm_rows(proj, proj, L.ffn_post_norm, m, E, c.rms_eps);
     kernels::add_inplace(xs, proj, m * E);
     prof.mark(Op::kOther);
   };
@@ -146,8 +145,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     kernels::parallel_for(
         n,
         [&](int64_t t0, int64_t t1) {
-          for (int t = static_cast<int>(t0); t < t1; ++t)
-            kernels::rms_norm(&xn[size_t(t) * E], &x[size_t(t) * E], L.attn_norm, E, c.rms_eps);
+          kernels::rms_norm_rows(&xn[size_t(t0) * E], &x[size_t(t0) * E], L.attn_norm, static_cast<int>(t1 - t0), E, c.rms_eps);
         },
         kernels::worth_parallel(int64_t{n} * E));
     prof.mark(Op::kAttnNorm);
@@ -234,8 +232,8 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
       kernels::parallel_for(
           n,
           [&](int64_t t0, int64_t t1) {
-            for (int t = static_cast<int>(t0); t < t1; ++t)
-              kernels::rms_norm(&proj[size_t(t) * E], &proj[size_t(t) * E], L.attn_post_norm, E, c.rms_eps);
+            kernels::rms_norm_rows(&proj[size_t(t0) * E], &proj[size_t(t0) * E], L.attn_post_norm, static_cast<int>(t1 - t0), E,
+                                   c.rms_eps);
           },
           kernels::worth_parallel(int64_t{n} * E));
     }
@@ -258,7 +256,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   float* logits = ws_.logits.get();
   if (n_out == 0) return logits;
   float* h = ws_.h.get();
-  for (int i = 0; i < n_out; ++i) kernels::rms_norm(&h[size_t(i) * E], &xo[size_t(i) * E], weights_.output_norm, E, c.rms_eps);
+  kernels::rms_norm_rows(h, xo, weights_.output_norm, n_out, E, c.rms_eps);
   prof.mark(Op::kOutputNorm);
   kernels::matmul(weights_.output, h, n_out, logits, nullptr);  // one output row per prompt: decode order
   if (c.final_softcap > 0.f) kernels::softcap_inplace(logits, n_out * c.n_vocab, c.final_softcap);

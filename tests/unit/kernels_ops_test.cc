@@ -1,5 +1,7 @@
 // kernels::swiglu on one token row, as ggml_vec_swiglu_f32: vectorised silu on 16-wide
-// chunks from the row start, x/(1+expf(-x)) on the n % 16 tail.
+// chunks from the row start, x/(1+expf(-x)) on the n % 16 tail. kernels::rms_norm as
+// ggml_compute_forward_rms_norm_f32, and rms_norm_rows (eight rows' sums side by side) with
+// each row's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,47 @@
 
 namespace pdserve {
 namespace {
+
+// Values over 12 orders of magnitude, so that each row has its own scale and a value read
+// from the wrong row or index shows. (The double sum's order rarely reaches the float
+// result: rms_norm_rows keeps index order by construction, not because this would catch it.)
+std::vector<float> wide_values(int n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> mant(-1.f, 1.f);
+  std::uniform_int_distribution<int> ex(-20, 20);
+  std::vector<float> v(n);
+  for (float& x : v) x = std::ldexp(mant(rng), ex(rng));
+  return v;
+}
+
+TEST(KernelsOps, RmsNormIsGgmlsFormula) {
+  std::mt19937 rng(3);
+  for (int n : {1, 5, 64, 2048}) {
+    const std::vector<float> x = wide_values(n, rng), w = wide_values(n, rng);
+    double sum = 0.0;  // squares rounded to float, summed in double in index order
+    for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + 1e-5f);
+    std::vector<float> y(n);
+    kernels::rms_norm(y.data(), x.data(), w.data(), n, 1e-5f);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(y[i], x[i] * scale * w[i]) << "n " << n << " i " << i;
+  }
+}
+
+TEST(KernelsOps, RmsNormRowsGivesEachRowsBits) {
+  std::mt19937 rng(5);
+  for (int n : {1, 7, 64, 2048})
+    for (int rows = 0; rows <= 19; ++rows) {
+      const std::vector<float> x = wide_values(rows * n, rng), w = wide_values(n, rng);
+      std::vector<float> want(static_cast<size_t>(rows) * n);
+      for (int r = 0; r < rows; ++r) kernels::rms_norm(&want[size_t(r) * n], &x[size_t(r) * n], w.data(), n, 1e-6f);
+      std::vector<float> got(want.size()), in_place = x;
+      kernels::rms_norm_rows(got.data(), x.data(), w.data(), rows, n, 1e-6f);
+      kernels::rms_norm_rows(in_place.data(), in_place.data(), w.data(), rows, n, 1e-6f);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << "n " << n << " rows " << rows << " row " << i / n << " i " << i % n;
+        ASSERT_EQ(in_place[i], want[i]) << "in place: n " << n << " rows " << rows << " row " << i / n;
+      }
+    }
+}
 
 float scalar_swiglu(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
 
