@@ -6,7 +6,9 @@
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
 // BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only
-// loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
+// loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it;
+// BM_VnniWith/KIND: that loop with two instructions of another kind, which either share
+// VPDPBUSD's ports or run beside it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
 // BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
 // the cache read from memory (long-context decode, issue #21 target 5).
 #include <benchmark/benchmark.h>
@@ -365,6 +367,51 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vnni_thread(
 }
 constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
 
+// Which instructions share VPDPBUSD's ports (issue #21, RESULTS "Fewer multiply-port
+// instructions"): peak_vnni_thread's 12 VPDPBUSD per iteration plus two instructions of one
+// kind on their own registers (no dependence on the accumulators). OP/s counts only the
+// VPDPBUSD multiply-adds, so against BM_PeakInt8Vnni a rate 12/14 as high says the two take
+// VPDPBUSD's ports, and the same rate says they run beside it. Kinds: vpmulld, vpdpwssd,
+// vfmadd231ps, vcvtdq2ps, vpbroadcastd (from memory), vpandd.
+#define PDS_VNNI_WITH(name, extra)                                                                     \
+  __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
+    alignas(64) int32_t out[16];                                                                       \
+    alignas(64) static const int32_t mem[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}; \
+    int64_t n = kPeakIters;                                                                            \
+    asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"                                        \
+                 "vpabsb %%zmm0, %%zmm1\n\t"                                                           \
+                 "vmovdqa64 %%zmm0, %%zmm2\n\t" PDS_ZERO_ZMM8_15                                       \
+                 "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvpxord %%zmm17, %%zmm17, %%zmm17\n\t"            \
+                 "vpxord %%zmm18, %%zmm18, %%zmm18\n\tvpxord %%zmm19, %%zmm19, %%zmm19\n\t"            \
+                 "vmovdqa64 %%zmm1, %%zmm20\n\tvmovdqa64 %%zmm1, %%zmm21\n\t"                          \
+                 "vmovdqa64 %%zmm1, %%zmm22\n\tvmovdqa64 %%zmm1, %%zmm23\n\t"                          \
+                 "1:\n\t"                                                                              \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm8\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm9\n\t"              \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm10\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm11\n\t"            \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm12\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm13\n\t"            \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm14\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm15\n\t"            \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm16\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm17\n\t"            \
+                 "vpdpbusd %%zmm2, %%zmm1, %%zmm18\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm19\n\t" extra      \
+                 "dec %[n]\n\t"                                                                        \
+                 "jnz 1b\n\t"                                                                          \
+                 "vpaddd %%zmm9, %%zmm8, %%zmm8\n\tvpaddd %%zmm20, %%zmm8, %%zmm8\n\t"                 \
+                 "vpaddd %%zmm22, %%zmm8, %%zmm8\n\t"                                                  \
+                 "vmovdqa32 %%zmm8, %[out]\n\t"                                                        \
+                 "vzeroupper\n\t"                                                                      \
+                 : [n] "+r"(n), [out] "=m"(out)                                                        \
+                 : [mem] "r"(mem)                                                                      \
+                 : "xmm0", "xmm1", "xmm2", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", \
+                   "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "cc"); \
+    return out[0];                                                                                     \
+  }
+PDS_VNNI_WITH(vnni_with_vpmulld, "vpmulld %%zmm1, %%zmm20, %%zmm20\n\tvpmulld %%zmm1, %%zmm21, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpdpwssd, "vpdpwssd %%zmm1, %%zmm1, %%zmm20\n\tvpdpwssd %%zmm1, %%zmm1, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vfmadd, "vfmadd231ps %%zmm1, %%zmm1, %%zmm20\n\tvfmadd231ps %%zmm1, %%zmm1, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vcvtdq2ps, "vcvtdq2ps %%zmm1, %%zmm20\n\tvcvtdq2ps %%zmm1, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpbroadcastd, "vpbroadcastd (%[mem]), %%zmm20\n\tvpbroadcastd 4(%[mem]), %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpandd, "vpandd %%zmm1, %%zmm22, %%zmm20\n\tvpandd %%zmm1, %%zmm23, %%zmm21\n\t")
+#undef PDS_VNNI_WITH
+
 // The ceiling of ggml's vec_dot order (quants.h) on the VNNI kernels: per 32-value block of
 // a (row, token) pair, the exact int32 group sums must become floats and meet their block's
 // scale product before the next block (acc = fma(d_w * d_a, float(sums), acc)), so each
@@ -460,6 +507,19 @@ void BM_PeakVecDotBlockVnni(benchmark::State& state) {
   peak_loop(state, peak_vecdot_block_thread, kPeakVecDotMacsPerIter);
 }
 BENCHMARK(BM_PeakInt8Vnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+void BM_VnniWith(benchmark::State& state, int64_t (*thread_loop)()) {
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
+    state.SkipWithError("this CPU has no AVX-512 VNNI");
+    return;
+  }
+  peak_loop(state, thread_loop, kPeakVnniMacsPerIter);
+}
+BENCHMARK_CAPTURE(BM_VnniWith, vpmulld, vnni_with_vpmulld)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpdpwssd, vnni_with_vpdpwssd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vfmadd231ps, vnni_with_vfmadd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vcvtdq2ps, vnni_with_vcvtdq2ps)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpbroadcastd, vnni_with_vpbroadcastd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpandd, vnni_with_vpandd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakVecDotBlockVnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
