@@ -31,8 +31,11 @@ void quantize_act_q8_k_block(const float* x, ActQ8K& a) {
   const __m512i v127 = _mm512_set1_epi32(127);
   for (int c = 0; c < QK_K / 16; ++c) {
     const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * c), vs)), v127);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16 * c), _mm512_cvtepi32_epi8(q));
-    a.bsums[c] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    const __m128i q8 = _mm512_cvtepi32_epi8(q);  // the stored bytes, as the scalar path's int8 stores
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16 * c), q8);
+    // The sum of the stored bytes (the scalar path's), not of q: with max below 127/FLT_MAX,
+    // iscale is −inf and q holds INT_MIN, whose int32 sum would overflow.
+    a.bsums[c] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
   }
   for (int k = 0; k < 8; ++k) a.bsum32[k] = a.bsums[2 * k] + a.bsums[2 * k + 1];
   a.d = 1 / iscale;

@@ -165,6 +165,13 @@ TEST(KernelsQuant, Q8KActivationsEqualTheScalarPath) {
   edge[520] = 300.f;   // block 2: positive max first ...
   edge[530] = -300.f;  // ... its negation later
   rows.push_back(edge);
+  // Blocks whose max is below 127/FLT_MAX: iscale = −127/max is −inf, so every product is
+  // ±inf or NaN (0·inf) and every q is 0 in the scalar path (ggml's nearest_int, then the int8
+  // store); the AVX-512 path's bsums once summed INT_MIN sixteen times (signed overflow).
+  std::vector<float> tiny(512, 0.f);
+  for (int i = 0; i < 256; ++i) tiny[i] = (i % 3 ? 1e-38f : -2e-38f);
+  tiny[300] = 1e-40f;  // block 1: one denormal, the rest zero
+  rows.push_back(tiny);
   for (const auto& x : rows) {
     const int64_t n = static_cast<int64_t>(x.size());
     AlignedBytes got(kernels::act_row_bytes(GgmlType::Q4_K, n)), want(kernels::act_row_bytes(GgmlType::Q4_K, n));
