@@ -316,63 +316,18 @@ constexpr int64_t kPeakInt8MacsPerIter = 8 * 32;
   "vpxord %%zmm12, %%zmm12, %%zmm12\n\tvpxord %%zmm13, %%zmm13, %%zmm13\n\t"               \
   "vpxord %%zmm14, %%zmm14, %%zmm14\n\tvpxord %%zmm15, %%zmm15, %%zmm15\n\t"
 
+constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
+
 // The AVX-512 VNNI int8 dot of the Q8_0/Q4_0/K-quant GEMMs on CPUs that have it
 // (qgemm_avx512*.cc): vpdpbusd zmm (64 u8×s8 multiply-adds into 16 s32 lanes), 12
 // independent accumulators (zmm8-19: enough for a 4-5-cycle latency on 2 ports).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t peak_vnni_thread() {
-  alignas(64) int32_t out[16];
-  int64_t n = kPeakIters;
-  asm volatile(
-      "vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"  // all ones
-      "vpabsb %%zmm0, %%zmm1\n\t"                      // activations: 1
-      "vmovdqa64 %%zmm0, %%zmm2\n\t"                   // weights: -1
-      PDS_ZERO_ZMM8_15
-      "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
-      "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
-      "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
-      "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
-      "1:\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm8\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm9\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm10\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm11\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm12\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm13\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm14\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm15\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm16\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm17\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm18\n\t"
-      "vpdpbusd %%zmm2, %%zmm1, %%zmm19\n\t"
-      "dec %[n]\n\t"
-      "jnz 1b\n\t"
-      "vpaddd %%zmm9, %%zmm8, %%zmm8\n\t"
-      "vpaddd %%zmm11, %%zmm10, %%zmm10\n\t"
-      "vpaddd %%zmm13, %%zmm12, %%zmm12\n\t"
-      "vpaddd %%zmm15, %%zmm14, %%zmm14\n\t"
-      "vpaddd %%zmm17, %%zmm16, %%zmm16\n\t"
-      "vpaddd %%zmm19, %%zmm18, %%zmm18\n\t"
-      "vpaddd %%zmm10, %%zmm8, %%zmm8\n\t"
-      "vpaddd %%zmm14, %%zmm12, %%zmm12\n\t"
-      "vpaddd %%zmm18, %%zmm16, %%zmm16\n\t"
-      "vpaddd %%zmm12, %%zmm8, %%zmm8\n\t"
-      "vpaddd %%zmm16, %%zmm8, %%zmm8\n\t"
-      "vmovdqa32 %%zmm8, %[out]\n\t"
-      "vzeroupper\n\t"
-      : [n] "+r"(n), [out] "=m"(out)
-      :
-      : "xmm0", "xmm1", "xmm2", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17",
-        "xmm18", "xmm19", "cc");
-  return out[0];
-}
-constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
-
-// Which instructions share VPDPBUSD's ports (issue #21, RESULTS "Fewer multiply-port
-// instructions"): peak_vnni_thread's 12 VPDPBUSD per iteration plus two instructions of one
-// kind on their own registers (no dependence on the accumulators). OP/s counts only the
-// VPDPBUSD multiply-adds, so against BM_PeakInt8Vnni a rate 12/14 as high says the two take
-// VPDPBUSD's ports, and the same rate says they run beside it. Kinds: vpmulld, vpdpwssd,
-// vfmadd231ps, vcvtdq2ps, vpbroadcastd (from memory), vpandd.
+// PDS_VNNI_WITH(name, extra) is that loop with `extra` added to each iteration: the peak is
+// the loop alone (extra ""); BM_VnniWith/KIND adds two instructions of one kind on registers
+// of their own (no dependence on the accumulators), to see which share VPDPBUSD's ports (issue
+// #21, RESULTS "Fewer multiply-port instructions"). OP/s counts only the VPDPBUSD
+// multiply-adds, so against BM_PeakInt8Vnni a rate 12/14 as high says the two take VPDPBUSD's
+// ports, and the same rate says they run beside it. Kinds: vpmulld, vpdpwssd, vfmadd231ps,
+// vcvtdq2ps, vpbroadcastd (from memory), vpandd.
 #define PDS_VNNI_WITH(name, extra)                                                                     \
   __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
     alignas(64) int32_t out[16];                                                                       \
@@ -404,6 +359,7 @@ constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
                    "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "cc"); \
     return out[0];                                                                                     \
   }
+PDS_VNNI_WITH(peak_vnni_thread, "")
 PDS_VNNI_WITH(vnni_with_vpmulld, "vpmulld %%zmm1, %%zmm20, %%zmm20\n\tvpmulld %%zmm1, %%zmm21, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vpdpwssd, "vpdpwssd %%zmm1, %%zmm1, %%zmm20\n\tvpdpwssd %%zmm1, %%zmm1, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vfmadd, "vfmadd231ps %%zmm1, %%zmm1, %%zmm20\n\tvfmadd231ps %%zmm1, %%zmm1, %%zmm21\n\t")

@@ -57,7 +57,7 @@ inline __m512i pack_low_words(__m512i lo, __m512i hi) {
 /// A super-block's scales for 16 rows (int32 lane r = row r).
 struct RowScales {
   __m512 d, dmin;    // dmin: Q5_K
-  __m512i sc[16];    // VPDPWSSD operand (scale in the low int16, 0 above): Q5_K chunk c, Q6_K sub-block j
+  __m512i sc[16];    // the scale as int32 (int16 in the low half for Q6_K): Q5_K chunk c, Q6_K sub-block j
   __m512i pair[8];   // int16 pairs: Q5_K m_2p | m_2p+1 << 16 (p < 4); Q6_K −32·(sc_2k | sc_2k+1 << 16)
   // kVecDot: the VPDPWSSD operand of chunks 2p, 2p + 1 (int16 pair): Q5_K sc_2p | sc_2p+1 << 16
   // (h = 0 only); Q6_K, for dwords k with ⌊k/4⌋ = h, sc_4p+h | sc_4p+2+h << 16.
