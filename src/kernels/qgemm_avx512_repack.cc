@@ -126,7 +126,8 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
 template <bool kGemm, int TT, class Src>
 void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, int64_t nsb, float* y, int64_t ldy) {
   alignas(64) float acc[TT][16] = {}, accm[TT][16] = {};
-  alignas(64) int32_t isum[TT][16], imin[TT][16];
+  // isum: kGemm, each 64 values' Σ_j sc_j·Σ(q·a)_j of the super-block; else their sum (in [t][0]).
+  alignas(64) int32_t isum[TT][kGemm ? 4 : 1][16], imin[TT][16];
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
   for (int64_t i = 0; i < nsb; ++i) {
@@ -143,23 +144,20 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
     const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
     const __m512i ff = _mm512_set1_epi32(0xFF);
-    // kGemm: d_w·d_a and dmin_w·d_a per token, the products every 64 values' fma pair takes.
-    alignas(64) float ddv[kGemm ? TT : 1][16], dmv[kGemm ? TT : 1][16];
-    if constexpr (kGemm)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) {
-        const __m512 da = _mm512_set1_ps(at[t][i].d);
-        _mm512_store_ps(ddv[t], _mm512_mul_ps(d, da));
-        _mm512_store_ps(dmv[t], _mm512_mul_ps(dmin, da));
-      }
+    // m_2c | m_2c+1 << 16 for c = 0..3 (int16 pairs for VPDPWSSD)
+    __m512i mn_pair[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i mns = c < 2 ? mn03 : mn47;
+      const int sh = 16 * (c % 2);
+      mn_pair[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
+                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
+    }
     for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
-      const __m512i scs = c < 2 ? sc03 : sc47, mns = c < 2 ? mn03 : mn47;
+      const __m512i scs = c < 2 ? sc03 : sc47;
       const int sh = 16 * (c % 2);
       const __m512i sc_lo = _mm512_and_si512(_mm512_srli_epi32(scs, sh), ff);
       const __m512i sc_hi = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8), ff);
-      // m_2c | m_2c+1 << 16 (an int16 pair for VPDPWSSD)
-      const __m512i mn_pair = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
-                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
       // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
       // sub-block = elements 4m .. 4m+3.
       __m512i wl[8], wh[8];
@@ -183,24 +181,38 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
           shi = dpbusd_bcast(shi, wh[m], a.qs + 64 * c + 32 + 4 * m);
         }
         const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
-        const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair, _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
         if constexpr (kGemm) {
-          _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_load_ps(ddv[t]), _mm512_load_ps(acc[t])));
-          _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_load_ps(dmv[t]), _mm512_load_ps(accm[t])));
-        } else if (c == 0) {
-          _mm512_store_si512(isum[t], is);
-          _mm512_store_si512(imin[t], im);
+          _mm512_store_si512(isum[t][c], is);
         } else {
-          _mm512_store_si512(isum[t], _mm512_add_epi32(_mm512_load_si512(isum[t]), is));
-          _mm512_store_si512(imin[t], _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
+          const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+          _mm512_store_si512(isum[t][0], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[t][0]), is));
+          _mm512_store_si512(imin[t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
         }
       }
     }
+    // kGemm: the fma pair of every 64 values, token by token with the accumulators in
+    // registers (the min terms only need the header and bsum32, so they are made here).
+    if constexpr (kGemm)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const ActQ8K& a = at[t][i];
+        const __m512 da = _mm512_set1_ps(a.d);
+        const __m512 dd = _mm512_mul_ps(d, da), dm = _mm512_mul_ps(dmin, da);
+        __m512 s = _mm512_load_ps(acc[t]), sm = _mm512_load_ps(accm[t]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+          s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t][c])), dd, s);
+          sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
+        }
+        _mm512_store_ps(acc[t], s);
+        _mm512_store_ps(accm[t], sm);
+      }
     if constexpr (!kGemm)
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const __m512 da = _mm512_set1_ps(at[t][i].d);
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
+        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t][0])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
         _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
       }
   }
