@@ -10,7 +10,8 @@
 // BM_VnniWith/KIND: that loop with two instructions of another kind, which either share
 // VPDPBUSD's ports or run beside it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
 // BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
-// the cache read from memory (long-context decode, issue #21 target 5).
+// the cache read from memory (long-context decode, issue #21 target 5). BM_QuantizeAct/{Q8_K,
+// Q8_0}: the activations' quantisation before a quantised matmul.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -128,6 +129,26 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The activations' quantisation before every quantised matmul (kernels::quantize_act, one
+// thread): range(0) rows of 2048 values, Q8_K (the K-quants') or Q8_0 (the legacy types').
+// bytes_per_second = float input bytes per second.
+void BM_QuantizeAct(benchmark::State& state, GgmlType wt) {
+  const int64_t cols = 2048, n = state.range(0);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(cols * n);
+  for (float& v : x) v = nd(rng);
+  const int64_t rb = pdserve::kernels::act_row_bytes(wt, cols);
+  std::vector<uint8_t> out(rb * n + 64);
+  for (auto _ : state) {
+    for (int64_t t = 0; t < n; ++t) pdserve::kernels::quantize_act(wt, x.data() + t * cols, out.data() + t * rb, cols);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * cols * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK_CAPTURE(BM_QuantizeAct, Q8_K, GgmlType::Q4_K)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_QuantizeAct, Q8_0, GgmlType::Q4_0)->Arg(64)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One parallel_for of 16 ranges whose bodies do nothing (range(0) threads): the fork/join's
 // own cost per call, which every GEMV of a decode step pays.
@@ -327,7 +348,7 @@ constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
 // #21, RESULTS "Fewer multiply-port instructions"). OP/s counts only the VPDPBUSD
 // multiply-adds, so against BM_PeakInt8Vnni a rate 12/14 as high says the two take VPDPBUSD's
 // ports, and the same rate says they run beside it. Kinds: vpmulld, vpdpwssd, vfmadd231ps,
-// vcvtdq2ps, vpbroadcastd (from memory), vpandd.
+// vcvtdq2ps, vpbroadcastd (from memory), vpandd, vpshufd, vpermt2w, vpslld, vbroadcasti32x4 (from memory).
 #define PDS_VNNI_WITH(name, extra)                                                                     \
   __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
     alignas(64) int32_t out[16];                                                                       \
@@ -366,6 +387,10 @@ PDS_VNNI_WITH(vnni_with_vfmadd, "vfmadd231ps %%zmm1, %%zmm1, %%zmm20\n\tvfmadd23
 PDS_VNNI_WITH(vnni_with_vcvtdq2ps, "vcvtdq2ps %%zmm1, %%zmm20\n\tvcvtdq2ps %%zmm1, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vpbroadcastd, "vpbroadcastd (%[mem]), %%zmm20\n\tvpbroadcastd 4(%[mem]), %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vpandd, "vpandd %%zmm1, %%zmm22, %%zmm20\n\tvpandd %%zmm1, %%zmm23, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpshufd, "vpshufd $0x55, %%zmm22, %%zmm20\n\tvpshufd $0xaa, %%zmm23, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpermt2w, "vpermt2w %%zmm22, %%zmm1, %%zmm20\n\tvpermt2w %%zmm23, %%zmm1, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vpslld, "vpslld $16, %%zmm22, %%zmm20\n\tvpslld $16, %%zmm23, %%zmm21\n\t")
+PDS_VNNI_WITH(vnni_with_vbroadcasti32x4, "vbroadcasti32x4 (%[mem]), %%zmm20\n\tvbroadcasti32x4 16(%[mem]), %%zmm21\n\t")
 #undef PDS_VNNI_WITH
 
 // The ceiling of ggml's vec_dot order (quants.h) on the VNNI kernels: per 32-value block of
@@ -476,6 +501,10 @@ BENCHMARK_CAPTURE(BM_VnniWith, vfmadd231ps, vnni_with_vfmadd)->Arg(1)->Unit(benc
 BENCHMARK_CAPTURE(BM_VnniWith, vcvtdq2ps, vnni_with_vcvtdq2ps)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, vpbroadcastd, vnni_with_vpbroadcastd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, vpandd, vnni_with_vpandd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpshufd, vnni_with_vpshufd)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpermt2w, vnni_with_vpermt2w)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vpslld, vnni_with_vpslld)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, vbroadcasti32x4, vnni_with_vbroadcasti32x4)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakVecDotBlockVnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

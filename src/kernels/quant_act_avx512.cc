@@ -24,8 +24,16 @@ void quantize_act_q8_k_block(const float* x, ActQ8K& a) {
     std::memset(&a, 0, sizeof(a));
     return;
   }
+  // The first value whose |x| equals amax (the scalar path's search, 16 values a compare).
   int j = 0;
-  while (std::fabs(x[j]) != amax) ++j;
+  const __m512 vamax = _mm512_set1_ps(amax);
+  for (int c = 0; c < QK_K / 16; ++c) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * c)), vamax, _CMP_EQ_OQ);
+    if (eq) {
+      j = 16 * c + __builtin_ctz(eq);
+      break;
+    }
+  }
   const float iscale = -127.f / x[j];
   const __m512 vs = _mm512_set1_ps(iscale);
   const __m512i v127 = _mm512_set1_epi32(127);
@@ -34,8 +42,10 @@ void quantize_act_q8_k_block(const float* x, ActQ8K& a) {
     const __m128i q8 = _mm512_cvtepi32_epi8(q);  // the stored bytes, as the scalar path's int8 stores
     _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16 * c), q8);
     // The sum of the stored bytes (the scalar path's), not of q: with max below 127/FLT_MAX,
-    // iscale is −inf and q holds INT_MIN, whose int32 sum would overflow.
-    a.bsums[c] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
+    // iscale is −inf and q holds INT_MIN, whose int32 sum would overflow. PSADBW sums the
+    // bytes + 128 in two halves of 8: Σ = lo + hi − 16·128.
+    const __m128i sad = _mm_sad_epu8(_mm_xor_si128(q8, _mm_set1_epi8(static_cast<char>(0x80))), _mm_setzero_si128());
+    a.bsums[c] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(sad, _mm_unpackhi_epi64(sad, sad))) - 16 * 128);
   }
   for (int k = 0; k < 8; ++k) a.bsum32[k] = a.bsums[2 * k] + a.bsums[2 * k + 1];
   a.d = 1 / iscale;

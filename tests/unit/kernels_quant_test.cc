@@ -164,6 +164,8 @@ TEST(KernelsQuant, Q8KActivationsEqualTheScalarPath) {
   edge[400] = 200.f;   // ... its negation later
   edge[520] = 300.f;   // block 2: positive max first ...
   edge[530] = -300.f;  // ... its negation later
+  edge[770] = -400.f;  // block 3: negative max first, its negation later in the same 16 values
+  edge[781] = 400.f;
   rows.push_back(edge);
   // Blocks whose max is below 127/FLT_MAX: iscale = −127/max is −inf, so every product is
   // ±inf or NaN (0·inf) and every q is 0 in the scalar path (ggml's nearest_int, then the int8
