@@ -304,7 +304,7 @@ void gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok
     const ActQ8K* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);
     for (int64_t r = r0; r < r1; r += 16)
-      tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, r + 16, 16, nsb), at, nsb, y + t0 * ldy + r, ldy);
+      tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nsb, n_tok), at, nsb, y + t0 * ldy + r, ldy);
   }
 }
 

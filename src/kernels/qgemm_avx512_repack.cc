@@ -104,10 +104,10 @@ constexpr auto q40_tiles(std::integer_sequence<int, I...>) {
 template <class Src>
 void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy, QOrder) {
   static constexpr auto tiles = q40_tiles<Src>(std::make_integer_sequence<int, kMaxTok>{});
-  // Tiles16: no software prefetch. Its tile is one sequential stream, which the hardware
-  // prefetchers follow (measured: gate+up 7.0 -> 6.7 ms a step without it, TinyLlama Q4_0,
-  // 2 threads); the 16 row streams of RowTile need it.
-  constexpr bool kPrefetch = std::is_same_v<Src, RowTile>;
+  // A Tiles16 GEMM prefetches nothing: its tile is one sequential stream, which the hardware
+  // prefetchers follow (measured: gate+up 7.0 -> 6.7 ms a step without the next tile's
+  // prefetch, TinyLlama Q4_0, 2 threads); the 16 row streams of RowTile need it.
+  constexpr bool kNextTile = std::is_same_v<Src, RowTile>;
   const int64_t nb = w.cols / 32;
   const auto* packed = reinterpret_cast<const Q40Block*>(act);
   for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
@@ -115,7 +115,7 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
     for (int64_t r = r0; r < r1; r += 16)
-      tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, kPrefetch ? r + 16 : w.rows, 16, nb), at, nb, y + t0 * ldy + r, ldy);
+      tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nb, n_tok, kNextTile), at, nb, y + t0 * ldy + r, ldy);
   }
 }
 
@@ -236,9 +236,9 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
     const int tt = std::min(kMaxTok, n_tok - t0);
     const ActQ8K* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);
-    // Both layouts prefetch the next tile (Tiles16 measured: gate+up 6.4 -> 6.0 ms a step
-    // with it, TinyLlama Q4_K_M, 2 threads).
-    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), TilePrefetch(w, r + 16, 16, nsb), at, nsb, y + t0 * ldy + r, ldy);
+    // Both layouts prefetch (Tiles16 measured: gate+up 6.4 -> 6.0 ms a step with the next
+    // tile's prefetch, TinyLlama Q4_K_M, 2 threads; a GEMV now with ahead()).
+    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nsb, n_tok), at, nsb, y + t0 * ldy + r, ldy);
   }
 }
 
