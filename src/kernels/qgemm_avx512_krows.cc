@@ -168,6 +168,8 @@ template <GgmlType T, int TT, class Src>
 void tile_vecdot(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, int64_t nsb, float* y, int64_t ldy) {
   constexpr bool kQ5 = T == GgmlType::Q5_K;
   alignas(64) float acc[TT][8][16] = {}, summs[TT][16] = {};
+  if constexpr (!kQ5)  // Q6_K's d: 32 bytes per super-block after all the blocks' slices (load_scales)
+    for (int64_t o = 0; o < 32 * nsb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(rt.tile + 16 * nsb * kSliceBlock<T, Src> + o), _MM_HINT_T0);
   for (int64_t i = 0; i < nsb; ++i) {
     pf.part(i);
     RowScales s;
