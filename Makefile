@@ -23,7 +23,7 @@ serve:
 	$(BUILD)/pdserve serve --model $(MODEL) --host $(HOST) --port $(PORT)
 
 # The Release suite, every fuzz target for 30 s, then the unit tests again with ASan +
-# UBSan (issue #20; about 15 min of build and 10 min of tests on the 2-core machine). To
+# UBSan (issue #20; that part alone about 15 min of build and 10 min of tests on the 2-core machine with an empty compiler cache; the whole target: README). To
 # keep CI well inside its 90 minutes, that run leaves out the unit tests that only check
 # numerics on bigger models and take 10-80 s each sanitized (their code paths run in the
 # sanitized engine tests on stories260K): SpecEngine *OnSynth, ModelQuantReference, ModelArchReference,
