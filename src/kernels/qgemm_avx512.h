@@ -137,12 +137,13 @@ struct Tiles16 {
 };
 
 /// The prefetch of a 16-row tile's kernel at row r over n_parts iterations, in a call of
-/// n_tok tokens. A Tiles16 GEMV (up to kAheadMaxTokens tokens: bound by memory) reads its
-/// tile front to back and prefetches TilePrefetch::ahead(); otherwise the next tile
-/// (RowTile: 16 rows read side by side; Tiles16 GEMMs, bound by compute, which ahead()
-/// made 0.88-0.91x as fast: Q4_K_M B=32 and pp512, paired, 2026-12-05), or nothing where
-/// the caller measured that better (`next_tile` false).
-constexpr int kAheadMaxTokens = 4;
+/// n_tok tokens. A Tiles16 call of up to kAheadMaxTokens tokens (near the memory bound)
+/// reads its tile front to back and prefetches TilePrefetch::ahead() (B=8 batched decode
+/// 1.05-1.08x with it than with the next tile's); otherwise the next tile (RowTile: 16 rows
+/// read side by side; Tiles16 GEMMs, bound by compute, which ahead() made 0.88-0.91x as
+/// fast: Q4_K_M B=32 and pp512, paired, 2026-12-05), or nothing where the caller measured
+/// that better (`next_tile` false).
+constexpr int kAheadMaxTokens = 8;
 template <class Src>
 TilePrefetch tile_prefetch(const WeightView& w, int64_t r, int64_t n_parts, int n_tok, bool next_tile = true) {
   if (std::is_same_v<Src, Tiles16> && n_tok <= kAheadMaxTokens) return TilePrefetch::ahead(w, r, 16, n_parts);
