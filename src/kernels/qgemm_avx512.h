@@ -139,7 +139,7 @@ struct Tiles16 {
 /// The prefetch of a 16-row tile's kernel at row r over n_parts iterations, in a call of
 /// n_tok tokens. A Tiles16 call of up to kAheadMaxTokens tokens (near the memory bound)
 /// reads its tile front to back and prefetches TilePrefetch::ahead() (B=8 batched decode
-/// 1.05-1.08x with it than with the next tile's); otherwise the next tile (RowTile: 16 rows
+/// 1.05-1.08x as fast as with the next tile's prefetch); otherwise the next tile (RowTile: 16 rows
 /// read side by side; Tiles16 GEMMs, bound by compute, which ahead() made 0.88-0.91x as
 /// fast: Q4_K_M B=32 and pp512, paired, 2026-12-05), or nothing where the caller measured
 /// that better (`next_tile` false).

@@ -18,8 +18,8 @@ namespace pdserve::kernels {
 ///    one after the other), the bytes a fixed distance past part i of the tile itself.
 class TilePrefetch {
  public:
-  /// How far ahead() prefetches. One tile ahead (the constructor) is 18-95 KB for the
-  /// TinyLlama shapes and grows with the row length; on the 2-core EPYC a fixed 8 KB
+  /// How far ahead() prefetches. One tile ahead (the constructor) is 18-74 KB for the
+  /// TinyLlama shapes' K-quants and grows with the row length; on the 2-core EPYC a fixed 8 KB
   /// gave one-token decode 1.16x (Q4_K_M) and 1.12x (Q6_K) at 1 thread, 1.15x / 1.09x at 2
   /// (paired bench-model tg128, 2026-12-05); 16 KB the same as 8, 4 KB less.
   static constexpr int64_t kAheadBytes = 8192;
