@@ -187,6 +187,11 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
   }
   const int64_t t_rows = prof ? detail::profile_now_ns() : 0;
   std::atomic<int64_t> busy_ns{0};  // --profile: time in the ranges, summed over threads
+  // Ranges of one row chunk when a chunk is long (a batch's 64 rows: >= 1 M multiply-adds),
+  // so the join waits for at most one chunk on the slower thread, not a range of 1/16 of
+  // the job (Q4_K_M B=32: fork/join wait 4.9 ms a step); parallel_for's default (about 8
+  // ranges a thread) for a GEMV's short chunks, whose claims would cost more than they save.
+  const int64_t grain = chunk * cols * n_tokens >= (int64_t{1} << 20) ? 1 : 0;
   const int team = parallel_for(
       chunk_start[n_jobs],
       [&](int64_t g0, int64_t g1) {
@@ -205,7 +210,7 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
         }
         if (prof) busy_ns.fetch_add(detail::profile_now_ns() - t_busy, std::memory_order_relaxed);
       },
-      worth_parallel(work));
+      worth_parallel(work), grain);
   if (prof) detail::matmul_profile_add(0, busy_ns.load() / team);
   if (prof) detail::matmul_profile_add(t_rows - t_prep, 0);
 }

@@ -77,20 +77,29 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
         *v = ws_.v.get(), *attn = ws_.attn.get(), *proj = ws_.proj.get(), *gate = ws_.gate.get(), *up = ws_.up.get();
   OpTimer prof(profile_);  // --profile: per-op time (op_profile.h); a no-op when off
 
-  // FFN block on m rows of xs: xs += W_down · (silu(W_gate·n(xs)) ⊙ W_up·n(xs)).
-  auto ffn = [&](const LayerWeights& L, float* xs, int m, const uint8_t* ord) {
+  // The residual step between blocks on m rows of xs (kernels::residual_rms_norm): xs +=
+  // post-normed proj (when add), then out = rms_norm(xs) · w (when out), in one parallel
+  // loop over groups of eight rows: a range of fewer rows would run each row's 2,048
+  // dependent double adds alone (Q4_K_M B=32: 32 rows in 16 ranges of 2 took 47 µs a norm).
+  auto residual = [&](float* xs, int m, bool add, const float* post_w, float* out, const float* w, Op op) {
     kernels::parallel_for(
-        m,
-        [&](int64_t t0, int64_t t1) {
-          kernels::rms_norm_rows(&xn[size_t(t0) * E], &xs[size_t(t0) * E], L.ffn_norm, static_cast<int>(t1 - t0), E, c.rms_eps);
+        (m + 7) / 8,
+        [&](int64_t g0, int64_t g1) {
+          const int r0 = static_cast<int>(g0) * 8, r1 = std::min(m, static_cast<int>(g1) * 8);
+          const size_t off = size_t(r0) * E;
+          kernels::residual_rms_norm(&xs[off], add ? &proj[off] : nullptr, post_w, out ? &out[off] : nullptr, w, r1 - r0, E,
+                                     c.rms_eps);
         },
-        kernels::worth_parallel(int64_t{m} * E));
-    prof.mark(Op::kFfnNorm);
+        kernels::worth_parallel(int64_t{m} * E), /*grain=*/1);
+    prof.mark(op);
+  };
+
+  // FFN block on m rows whose normed input is in xn: proj = W_down · (silu(W_gate·xn) ⊙
+  // W_up·xn) (the caller adds it to the residual stream).
+  auto ffn = [&](const LayerWeights& L, int m, const uint8_t* ord) {
     if (c.n_expert > 0) {  // mixture of experts (model/moe.h): router, experts, weighted sum into proj
       moe_ffn(c, L, xn, m, ws_, proj);  // decode order throughout (moe.h)
       prof.mark(Op::kGateUp);
-      kernels::add_inplace(xs, proj, m * E);
-      prof.mark(Op::kOther);
       return;
     }
     const kernels::MatmulJob gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
@@ -108,10 +117,6 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     prof.mark(Op::kSwiglu);
     kernels::matmul(L.w_down, gate, m, proj, ord);
     prof.mark(Op::kDown);
-    if (L.ffn_post_norm)
-      kernels::rms_norm_rows(proj, proj, L.ffn_post_norm, m, E, c.rms_eps);
-    kernels::add_inplace(xs, proj, m * E);
-    prof.mark(Op::kOther);
   };
 
   kernels::parallel_for(
@@ -137,18 +142,14 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
   for (int64_t tasks = int64_t{n} * c.n_head_kv; attn_parts < group; ++attn_parts, tasks += int64_t{n} * c.n_head_kv)
     if (tasks % attn_threads == 0 || tasks >= 4 * attn_threads) break;
 
+  if (n_layers > 0) residual(x, n, false, nullptr, xn, weights_.layers[0].attn_norm, Op::kAttnNorm);
   for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const kernels::KvLayerView& cache = kv[l];
+    const bool last = l + 1 == n_layers;
 
-    // Attention block: x += Wo · attn(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)).
-    kernels::parallel_for(
-        n,
-        [&](int64_t t0, int64_t t1) {
-          kernels::rms_norm_rows(&xn[size_t(t0) * E], &x[size_t(t0) * E], L.attn_norm, static_cast<int>(t1 - t0), E, c.rms_eps);
-        },
-        kernels::worth_parallel(int64_t{n} * E));
-    prof.mark(Op::kAttnNorm);
+    // Attention block: x += Wo · attn(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn), xn = n(x) (the
+    // previous residual step normed x).
     const kernels::MatmulJob qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
     kernels::matmul_multi(qkv, 3, xn, n, order);
     prof.mark(Op::kQkv);
@@ -228,36 +229,31 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
     prof.mark(Op::kAttention);
     kernels::matmul(L.wo, attn, n, proj, order);
     prof.mark(Op::kWo);
-    if (L.attn_post_norm) {
-      kernels::parallel_for(
-          n,
-          [&](int64_t t0, int64_t t1) {
-            kernels::rms_norm_rows(&proj[size_t(t0) * E], &proj[size_t(t0) * E], L.attn_post_norm, static_cast<int>(t1 - t0), E,
-                                   c.rms_eps);
-          },
-          kernels::worth_parallel(int64_t{n} * E));
-    }
-    kernels::add_inplace(x, proj, n * E);
-    prof.mark(Op::kOther);
 
-    if (l + 1 < n_layers) {
-      ffn(L, x, n, order);
+    if (!last) {
+      // FFN block: x += FFN(n(x)), then the next layer's attention norm.
+      residual(x, n, true, L.attn_post_norm, xn, L.ffn_norm, Op::kFfnNorm);
+      ffn(L, n, order);
+      residual(x, n, true, L.ffn_post_norm, xn, weights_.layers[l + 1].attn_norm, Op::kAttnNorm);
     } else {
       // Last layer: only the logits rows still matter (the K/V of every layer is already
       // stored), so, like llama.cpp (ggml_get_rows on inp_out_ids before the last FFN),
       // run the FFN on those rows alone. The reference computes them as a batch of its
       // output tokens — one token for a prompt — so they take the decode order.
+      residual(x, n, true, L.attn_post_norm, nullptr, nullptr, Op::kOther);
       for (int i = 0; i < n_out; ++i)
         std::copy_n(&x[size_t(batch.logits_rows[i]) * E], E, &xo[size_t(i) * E]);
-      if (n_out > 0) ffn(L, xo, n_out, nullptr);
+      if (n_out > 0) {
+        residual(xo, n_out, false, nullptr, xn, L.ffn_norm, Op::kFfnNorm);
+        ffn(L, n_out, nullptr);
+        residual(xo, n_out, true, L.ffn_post_norm, ws_.h.get(), weights_.output_norm, Op::kOutputNorm);
+      }
     }
   }
 
   float* logits = ws_.logits.get();
   if (n_out == 0) return logits;
-  float* h = ws_.h.get();
-  kernels::rms_norm_rows(h, xo, weights_.output_norm, n_out, E, c.rms_eps);
-  prof.mark(Op::kOutputNorm);
+  const float* h = ws_.h.get();  // rms_norm(xo) · output_norm, by the last residual step
   kernels::matmul(weights_.output, h, n_out, logits, nullptr);  // one output row per prompt: decode order
   if (c.final_softcap > 0.f) kernels::softcap_inplace(logits, n_out * c.n_vocab, c.final_softcap);
   prof.mark(Op::kOutput);

@@ -8,20 +8,20 @@ namespace pdserve::model {
 const char* op_name(Op op) {
   switch (op) {
     case Op::kEmbed: return "embedding";
-    case Op::kAttnNorm: return "attn norm";
+    case Op::kAttnNorm: return "residual + attn norm";
     case Op::kQkv: return "GEMV/GEMM q+k+v";
     case Op::kRope: return "RoPE + KV store";
     case Op::kAttention: return "attention";
     case Op::kWo: return "GEMV/GEMM attn_output";
-    case Op::kFfnNorm: return "ffn norm";
+    case Op::kFfnNorm: return "residual + ffn norm";
     case Op::kGateUp: return "GEMV/GEMM gate+up";
     case Op::kSwiglu: return "SwiGLU";
     case Op::kDown: return "GEMV/GEMM ffn_down";
-    case Op::kOutputNorm: return "output norm";
+    case Op::kOutputNorm: return "residual + output norm";
     case Op::kOutput: return "GEMV/GEMM output head";
     case Op::kActQuant: return "activation quant/pack";
     case Op::kForkJoin: return "GEMV/GEMM fork/join wait";
-    case Op::kOther: return "other (residual, bias)";
+    case Op::kOther: return "other (bias, copies)";
     case Op::kCount: break;
   }
   return "?";

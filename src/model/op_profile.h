@@ -14,20 +14,20 @@ namespace pdserve::model {
 /// slowest thread).
 enum class Op : int {
   kEmbed,       // token embedding rows
-  kAttnNorm,    // RMSNorm before attention
+  kAttnNorm,    // the previous FFN's residual add + RMSNorm before attention
   kQkv,         // GEMV/GEMM attn_q+attn_k+attn_v
   kRope,        // RoPE on q and k, K/V written to the cache
   kAttention,   // paged attention (and h2o mass), its own fork/join included
   kWo,          // GEMV/GEMM attn_output
-  kFfnNorm,     // RMSNorm before the FFN
+  kFfnNorm,     // attention's residual add + RMSNorm before the FFN
   kGateUp,      // GEMV/GEMM ffn_gate+ffn_up
   kSwiglu,      // silu(gate) * up
   kDown,        // GEMV/GEMM ffn_down
-  kOutputNorm,  // final RMSNorm
+  kOutputNorm,  // the last FFN's residual add + final RMSNorm
   kOutput,      // GEMV/GEMM of the output head (logits)
   kActQuant,    // activation quantisation / rounding / packing of every GEMV/GEMM
   kForkJoin,    // GEMV/GEMM wall time beyond busy rows and prep: fork/join, imbalance
-  kOther,       // residual adds, biases, copies
+  kOther,       // biases, the last layer's attention residual add, copies
   kCount
 };
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -39,7 +40,7 @@ TEST(KernelsOps, RmsNormIsGgmlsFormula) {
 
 TEST(KernelsOps, RmsNormRowsGivesEachRowsBits) {
   std::mt19937 rng(5);
-  for (int n : {1, 7, 64, 2048})
+  for (int n : {1, 7, 13, 64, 2048, 2051})
     for (int rows = 0; rows <= 19; ++rows) {
       const std::vector<float> x = wide_values(rows * n, rng), w = wide_values(n, rng);
       std::vector<float> want(static_cast<size_t>(rows) * n);
@@ -52,6 +53,73 @@ TEST(KernelsOps, RmsNormRowsGivesEachRowsBits) {
         ASSERT_EQ(in_place[i], want[i]) << "in place: n " << n << " rows " << rows << " row " << i / n;
       }
     }
+}
+
+// Rows whose float result depends on the order of the double sum: squares q0 = fl(x0²) in
+// [1, 2) and 2^-24 at positions p, p + 1 (q0 + 2^-24 is a float midpoint, also once divided
+// by n, a power of two; q0's last bit 0, so the midpoint rounds down) and 2^-54 (a quarter of the sum's last place) everywhere else. In
+// index order the 2^-54s before p add up (3 or more tip the mean over the midpoint) and
+// those after are lost, so a sum in another order gets another result for some p. x0 is
+// one for which the mean's last bit reaches the output.
+std::vector<float> order_rows(int rows, int n, float x0) {
+  std::vector<float> x(size_t(rows) * n, std::ldexp(1.f, -27));
+  for (int r = 0; r < rows; ++r) {
+    const int p = (r * 5) % (n - 1);
+    x[size_t(r) * n + p] = x0;
+    x[size_t(r) * n + p + 1] = std::ldexp(1.f, -12);
+  }
+  return x;
+}
+
+TEST(KernelsOps, RmsNormRowsSumsInIndexOrder) {
+  for (int n : {16, 64, 2048}) {
+    const int rows = 24;
+    const std::vector<float> w(n, 1.f);
+    float x0 = 0.f;
+    for (int k = 1; k < 1024 && x0 == 0.f; ++k) {
+      // c in [1, 1.5) with bits all over its mantissa (c² a float with a perfect square
+      // root gives the same scale either way).
+      const float c = 1.f + std::ldexp(static_cast<float>((k * 2654435761u) % (1u << 22)), -23);
+      const std::vector<float> two = order_rows(2, n, c);  // p = 0 (sum down) and p = 5 (up)
+      std::vector<float> a(n), b(n);
+      kernels::rms_norm(a.data(), two.data(), w.data(), n, 0.f);
+      kernels::rms_norm(b.data(), two.data() + n, w.data(), n, 0.f);
+      if (a[0] != b[5]) x0 = c;
+    }
+    ASSERT_NE(x0, 0.f) << "no row tells the orders apart";
+    const std::vector<float> x = order_rows(rows, n, x0);
+    std::vector<float> want(x.size()), got(x.size());
+    for (int r = 0; r < rows; ++r) kernels::rms_norm(&want[size_t(r) * n], &x[size_t(r) * n], w.data(), n, 0.f);
+    kernels::rms_norm_rows(got.data(), x.data(), w.data(), rows, n, 0.f);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "n " << n << " row " << i / n << " i " << i % n;
+  }
+}
+
+// The residual step's bits are those of the separate calls it stands for, in their order:
+// p normed in place (post_w), x += p, out = rms_norm(x) · w; each part optional.
+TEST(KernelsOps, ResidualRmsNormEqualsTheSeparateCalls) {
+  std::mt19937 rng(11);
+  for (int n : {5, 64, 2051})
+    for (int rows : {1, 3, 8, 9, 17, 32})
+      for (int parts = 0; parts < 8; ++parts) {
+        const bool add = parts & 1, post = parts & 2, norm = parts & 4;
+        const std::vector<float> x0 = wide_values(rows * n, rng), p0 = wide_values(rows * n, rng);
+        const std::vector<float> post_w = wide_values(n, rng), w = wide_values(n, rng);
+        std::vector<float> want_x = x0, want_p = p0, want_out(size_t(rows) * n, -1.f);
+        if (add) {
+          for (int r = 0; r < rows && post; ++r) kernels::rms_norm(&want_p[size_t(r) * n], &want_p[size_t(r) * n], post_w.data(), n, 1e-5f);
+          kernels::add_inplace(want_x.data(), want_p.data(), rows * n);
+        }
+        if (norm)
+          for (int r = 0; r < rows; ++r) kernels::rms_norm(&want_out[size_t(r) * n], &want_x[size_t(r) * n], w.data(), n, 1e-5f);
+        std::vector<float> x = x0, p = p0, out(size_t(rows) * n, -1.f);
+        kernels::residual_rms_norm(x.data(), add ? p.data() : nullptr, post ? post_w.data() : nullptr, norm ? out.data() : nullptr,
+                                   w.data(), rows, n, 1e-5f);
+        const std::string what = "n " + std::to_string(n) + " rows " + std::to_string(rows) + " parts " + std::to_string(parts);
+        ASSERT_EQ(x, want_x) << what;
+        ASSERT_EQ(p, want_p) << what;
+        ASSERT_EQ(out, want_out) << what;
+      }
 }
 
 float scalar_swiglu(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
