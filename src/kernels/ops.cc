@@ -44,6 +44,22 @@ inline float silu_v_expf(float x) { return x / (1.0f + v_expf_lane(-x)); }
 
 }  // namespace
 
+namespace {
+
+// out[i] = x[i] * scale * w[i], in that order (out may be x). Vectorised by hand: at -O2
+// GCC vectorises no loop whose count is unknown, and this one ran at ~1 cycle a value.
+void scale_mul(float* out, const float* x, float scale, const float* w, int n) {
+  int i = 0;
+#if defined(__AVX2__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+#endif
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+}  // namespace
+
 void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
   // ggml_compute_forward_rms_norm_f32 (+ the fused RMS_NORM+MUL): squares rounded to
   // float, summed in double; mean and scale in float; y = x * scale * w.
@@ -51,7 +67,7 @@ void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
   for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / n);
   const float scale = 1.0f / std::sqrt(mean + eps);
-  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+  scale_mul(out, x, scale, w, n);
 }
 
 namespace {
@@ -114,7 +130,7 @@ void rms_norm_rows(float* out, const float* x, const float* w, int rows, int n, 
       const float scale = 1.0f / std::sqrt(mean + eps);
       const float* xi = xr + static_cast<int64_t>(r) * n;
       float* o = out + static_cast<int64_t>(r0 + r) * n;
-      for (int i = 0; i < n; ++i) o[i] = xi[i] * scale * w[i];
+      scale_mul(o, xi, scale, w, n);
     }
   }
   for (; r0 < rows; ++r0) rms_norm(out + static_cast<int64_t>(r0) * n, x + static_cast<int64_t>(r0) * n, w, n, eps);
@@ -204,7 +220,11 @@ void softcap_inplace(float* x, int n, float cap) {
 }
 
 void add_inplace(float* out, const float* x, int n) {
-  for (int i = 0; i < n; ++i) out[i] += x[i];
+  int i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) out[i] += x[i];
 }
 
 void residual_rms_norm(float* x, float* p, const float* post_w, float* out, const float* w, int rows, int n, float eps) {

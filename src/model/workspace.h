@@ -20,6 +20,8 @@ namespace pdserve::model {
 ///   q, attn [tokens][n_head·head_dim], k, v [tokens][n_head_kv·head_dim]
 ///   gate, up [rows][n_ff]
 ///   xo, h [logits_rows][n_embd], logits [logits_rows][n_vocab]
+///   rope_cs [2][tokens][head_dim]  RoPE's cos/sin of each token's position (rope_cache),
+///                           for the layers of rope_base and for the sliding-window ones
 /// and, for a mixture-of-experts config (n_expert > 0; model/moe.h), with k = n_expert_used:
 ///   router [rows][n_expert]            router logits, then probabilities
 ///   moe_w [rows][k], moe_sel [rows][k] each token's chosen experts' weights and ids
@@ -51,6 +53,7 @@ class Workspace {
     xo = alloc(o * E);
     h = alloc(o * E);
     logits = alloc(o * static_cast<size_t>(c.n_vocab));
+    rope_cs = alloc(2 * t * c.head_dim);
     if (c.n_expert > 0) {
       const size_t k = c.n_expert_used, Fe = c.n_ff_exp;
       router = alloc(r * c.n_expert);
@@ -68,7 +71,7 @@ class Workspace {
   int tokens() const { return tokens_; }
   int logits_rows() const { return logits_rows_; }
 
-  std::unique_ptr<float[]> x, xn, proj, q, attn, k, v, gate, up, xo, h, logits;
+  std::unique_ptr<float[]> x, xn, proj, q, attn, k, v, gate, up, xo, h, logits, rope_cs;
   std::unique_ptr<float[]> router, moe_w, moe_x, moe_y, moe_gate, moe_up;
   std::vector<int32_t> moe_sel, moe_row, moe_tok, moe_count;
 
