@@ -42,10 +42,6 @@ float v_expf_lane(float x) {
 // ggml_v_silu on one lane: x / (1 + v_expf(−x)).
 inline float silu_v_expf(float x) { return x / (1.0f + v_expf_lane(-x)); }
 
-}  // namespace
-
-namespace {
-
 // out[i] = x[i] * scale * w[i], in that order (out may be x). Vectorised by hand: at -O2
 // GCC vectorises no loop whose count is unknown, and this one ran at ~1 cycle a value.
 void scale_mul(float* out, const float* x, float scale, const float* w, int n) {
@@ -58,24 +54,10 @@ void scale_mul(float* out, const float* x, float scale, const float* w, int n) {
   for (; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-}  // namespace
-
-void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
-  // ggml_compute_forward_rms_norm_f32 (+ the fused RMS_NORM+MUL): squares rounded to
-  // float, summed in double; mean and scale in float; y = x * scale * w.
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / n);
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  scale_mul(out, x, scale, w, n);
-}
-
-namespace {
-
 /// rms_norm's sums of squares of 8 rows (row r at x + r·n), each in its index order: the
 /// squares rounded to float, added in double. With AVX2 the 8 sums are the lanes of two
-/// double vectors and each 8 columns an 8×8 transpose of the squares (the scalar form, 8
-/// chains of scalar adds, ran at ~3.5 cycles a value: Q4_K_M B=32, 2026-12-06).
+/// double vectors and each 8 columns an 8×8 transpose of the squares (the scalar form's 8
+/// chains take four scalar instructions a value).
 void sumsq_rows8(const float* x, int n, double sum[8]) {
   int i = 0;
 #if defined(__AVX2__)
@@ -117,6 +99,16 @@ void sumsq_rows8(const float* x, int n, double sum[8]) {
 }
 
 }  // namespace
+
+void rms_norm(float* out, const float* x, const float* w, int n, float eps) {
+  // ggml_compute_forward_rms_norm_f32 (+ the fused RMS_NORM+MUL): squares rounded to
+  // float, summed in double; mean and scale in float; y = x * scale * w.
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  scale_mul(out, x, scale, w, n);
+}
 
 void rms_norm_rows(float* out, const float* x, const float* w, int rows, int n, float eps) {
   constexpr int kRows = 8;  // sums side by side (sumsq_rows8)
