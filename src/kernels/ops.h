@@ -67,8 +67,9 @@ void add_inplace(float* out, const float* x, int n);
 /// The residual step between two blocks, on `rows` rows of n values (row r at + r·n): p[r]
 /// is RMS-normed in place with post_w when post_w is given (Gemma's post-norms), x[r] +=
 /// p[r] when p is given, then out[r] = rms_norm(x[r]) · w when out is given. Each row gets
-/// the bits of those separate calls (rms_norm_rows, add_inplace), in that order; rows go
-/// in groups of eight so the norms' double sums run side by side and x is still in cache.
+/// the bits of those separate calls (rms_norm_rows, add_inplace), in that order (but for
+/// which NaN's payload a sum of two NaNs keeps); rows go in groups of eight so the norms'
+/// double sums run side by side and x is still in cache.
 void residual_rms_norm(float* x, float* p, const float* post_w, float* out, const float* w, int rows, int n, float eps);
 
 /// log-softmax of `logits` into `out` (n values), computed in double for stability.

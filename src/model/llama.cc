@@ -155,6 +155,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
         }
       },
       kernels::worth_parallel(int64_t{n} * c.rope_dim * 32));
+  prof.mark(Op::kRope);
 
   int64_t attn_work = 0;  // multiply-adds of Q·K and P·V over the batch
   for (int t = 0; t < n; ++t) attn_work += 2 * int64_t{batch.keys_of(t)} * nq;
@@ -259,7 +260,7 @@ const float* Model::forward_first_layers(const Batch& batch, const std::vector<k
       // stored), so, like llama.cpp (ggml_get_rows on inp_out_ids before the last FFN),
       // run the FFN on those rows alone. The reference computes them as a batch of its
       // output tokens — one token for a prompt — so they take the decode order.
-      residual(x, n, true, L.attn_post_norm, nullptr, nullptr, Op::kOther);
+      residual(x, n, true, L.attn_post_norm, nullptr, nullptr, Op::kFfnNorm);
       for (int i = 0; i < n_out; ++i)
         std::copy_n(&x[size_t(batch.logits_rows[i]) * E], E, &xo[size_t(i) * E]);
       if (n_out > 0) {

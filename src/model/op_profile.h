@@ -16,7 +16,7 @@ enum class Op : int {
   kEmbed,       // token embedding rows
   kAttnNorm,    // the previous FFN's residual add + RMSNorm before attention
   kQkv,         // GEMV/GEMM attn_q+attn_k+attn_v
-  kRope,        // RoPE on q and k, K/V written to the cache
+  kRope,        // RoPE's cos/sin tables, RoPE on q and k, K/V written to the cache
   kAttention,   // paged attention (and h2o mass), its own fork/join included
   kWo,          // GEMV/GEMM attn_output
   kFfnNorm,     // attention's residual add + RMSNorm before the FFN
@@ -27,7 +27,7 @@ enum class Op : int {
   kOutput,      // GEMV/GEMM of the output head (logits)
   kActQuant,    // activation quantisation / rounding / packing of every GEMV/GEMM
   kForkJoin,    // GEMV/GEMM wall time beyond busy rows and prep: fork/join, imbalance
-  kOther,       // biases, the last layer's attention residual add, copies
+  kOther,       // biases, copies
   kCount
 };
 
