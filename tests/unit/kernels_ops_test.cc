@@ -57,10 +57,10 @@ TEST(KernelsOps, RmsNormRowsGivesEachRowsBits) {
 
 // Rows whose float result depends on the order of the double sum: squares q0 = fl(x0²) in
 // [1, 2) and 2^-24 at positions p, p + 1 (q0 + 2^-24 is a float midpoint, also once divided
-// by n, a power of two; q0's last bit 0, so the midpoint rounds down) and 2^-54 (a quarter of the sum's last place) everywhere else. In
-// index order the 2^-54s before p add up (3 or more tip the mean over the midpoint) and
-// those after are lost, so a sum in another order gets another result for some p. x0 is
-// one for which the mean's last bit reaches the output.
+// by n, a power of two; q0's last bit 0, so the midpoint rounds down) and 2^-54 (a quarter
+// of the sum's last place) everywhere else. In index order the 2^-54s before p add up (3 or
+// more tip the mean over the midpoint) and those after are lost, so a sum in another order
+// gets another result for some p. x0 is one for which the mean's last bit reaches the output.
 std::vector<float> order_rows(int rows, int n, float x0) {
   std::vector<float> x(size_t(rows) * n, std::ldexp(1.f, -27));
   for (int r = 0; r < rows; ++r) {
