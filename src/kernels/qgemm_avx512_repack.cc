@@ -126,8 +126,10 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
 template <bool kGemm, int TT, class Src>
 void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, int64_t nsb, float* y, int64_t ldy) {
   alignas(64) float acc[TT][16] = {}, accm[TT][16] = {};
-  // isum: kGemm, each 64 values' Σ_j sc_j·Σ(q·a)_j of the super-block; else their sum (in [t][0]).
-  alignas(64) int32_t isum[TT][kGemm ? 4 : 1][16], imin[TT][16];
+  // fsum (kGemm): each 64 values' Σ_j sc_j·Σ(q·a)_j of the super-block, as float (exact);
+  // isum (GEMV): their int32 sum.
+  alignas(64) float fsum[TT][kGemm ? 4 : 1][16];
+  alignas(64) int32_t isum[TT][1][16], imin[TT][16];
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
   for (int64_t i = 0; i < nsb; ++i) {
@@ -158,6 +160,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
       const int sh = 16 * (c % 2);
       const __m512i sc_lo = _mm512_and_si512(_mm512_srli_epi32(scs, sh), ff);
       const __m512i sc_hi = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8), ff);
+      const __m512 sc_lo_f = _mm512_cvtepi32_ps(sc_lo), sc_hi_f = _mm512_cvtepi32_ps(sc_hi);
       // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
       // sub-block = elements 4m .. 4m+3.
       __m512i wl[8], wh[8];
@@ -174,16 +177,23 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const ActQ8K& a = at[t][i];
-        __m512i sl = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
+        // Two chains per sub-block (its even and its odd dwords; the int32 sum is exact, so
+        // any split gives its bits), so that VPDPBUSD's latency overlaps.
+        __m512i s0[2], s1[2];
 #pragma GCC unroll 16
         for (int m = 0; m < 8; ++m) {
-          sl = dpbusd_bcast(sl, wl[m], a.qs + 64 * c + 4 * m);
-          shi = dpbusd_bcast(shi, wh[m], a.qs + 64 * c + 32 + 4 * m);
+          const __m512i z0 = m < 2 ? _mm512_setzero_si512() : s0[m % 2], z1 = m < 2 ? _mm512_setzero_si512() : s1[m % 2];
+          s0[m % 2] = dpbusd_bcast(z0, wl[m], a.qs + 64 * c + 4 * m);
+          s1[m % 2] = dpbusd_bcast(z1, wh[m], a.qs + 64 * c + 32 + 4 * m);
         }
-        const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
+        const __m512i sl = _mm512_add_epi32(s0[0], s0[1]), shi = _mm512_add_epi32(s1[0], s1[1]);
         if constexpr (kGemm) {
-          _mm512_store_si512(isum[t][c], is);
+          // Σ_j sc_j·Σ(q·a)_j in float: |Σ(q·a)_j| ≤ 32·15·128 < 2^16 and sc_j < 2^6, so
+          // each product and the sum (< 2^24) are exact: the int32 sum's value, without
+          // VPMULLD (two µops on port 0 of Intel cores) or the conversion later.
+          _mm512_store_ps(fsum[t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi), sc_hi_f, _mm512_mul_ps(_mm512_cvtepi32_ps(sl), sc_lo_f)));
         } else {
+          const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
           const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
           _mm512_store_si512(isum[t][0], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[t][0]), is));
           _mm512_store_si512(imin[t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
@@ -202,7 +212,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
           const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
-          s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t][c])), dd, s);
+          s = _mm512_fmadd_ps(_mm512_load_ps(fsum[t][c]), dd, s);
           sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
         }
         _mm512_store_ps(acc[t], s);
