@@ -129,7 +129,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
   // fsum (kGemm): each 64 values' Σ_j sc_j·Σ(q·a)_j of the super-block, as float (exact);
   // isum (GEMV): their int32 sum.
   alignas(64) float fsum[TT][kGemm ? 4 : 1][16];
-  alignas(64) int32_t isum[TT][1][16], imin[TT][16];
+  alignas(64) int32_t isum[TT][16], imin[TT][16];
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
   for (int64_t i = 0; i < nsb; ++i) {
@@ -179,12 +179,11 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
         const ActQ8K& a = at[t][i];
         // Two chains per sub-block (its even and its odd dwords; the int32 sum is exact, so
         // any split gives its bits), so that VPDPBUSD's latency overlaps.
-        __m512i s0[2], s1[2];
+        __m512i s0[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, s1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 16
         for (int m = 0; m < 8; ++m) {
-          const __m512i z0 = m < 2 ? _mm512_setzero_si512() : s0[m % 2], z1 = m < 2 ? _mm512_setzero_si512() : s1[m % 2];
-          s0[m % 2] = dpbusd_bcast(z0, wl[m], a.qs + 64 * c + 4 * m);
-          s1[m % 2] = dpbusd_bcast(z1, wh[m], a.qs + 64 * c + 32 + 4 * m);
+          s0[m % 2] = dpbusd_bcast(s0[m % 2], wl[m], a.qs + 64 * c + 4 * m);
+          s1[m % 2] = dpbusd_bcast(s1[m % 2], wh[m], a.qs + 64 * c + 32 + 4 * m);
         }
         const __m512i sl = _mm512_add_epi32(s0[0], s0[1]), shi = _mm512_add_epi32(s1[0], s1[1]);
         if constexpr (kGemm) {
@@ -195,7 +194,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
         } else {
           const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
           const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
-          _mm512_store_si512(isum[t][0], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[t][0]), is));
+          _mm512_store_si512(isum[t], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[t]), is));
           _mm512_store_si512(imin[t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
         }
       }
@@ -222,7 +221,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const __m512 da = _mm512_set1_ps(at[t][i].d);
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t][0])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
+        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
         _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
       }
   }
