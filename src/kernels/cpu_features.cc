@@ -1,6 +1,8 @@
 #include "kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -24,6 +26,10 @@ CpuFeatures detect() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+    f.amx_tile = (edx & (1u << 24)) != 0;
+    f.amx_int8 = (edx & (1u << 25)) != 0;
+  }
   return f;
 }
 
@@ -61,6 +67,22 @@ std::atomic<Isa>& cap() {
 
 // Reads PDSERVE_ISA at program start, so that its warnings come first.
 [[maybe_unused]] const bool kEnvRead = (cap(), true);
+
+// Asks Linux for the AMX tile data state (XFEATURE_XTILEDATA = 18) for this process.
+bool request_amx_permission() {
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+// AMX's switch: starts off when PDSERVE_AMX is "0" / "off" / "false".
+std::atomic<bool>& amx_switch() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("PDSERVE_AMX");
+    const std::string_view s = v ? v : "";
+    return !(s == "0" || s == "off" || s == "false");
+  }()};
+  return on;
+}
 
 }  // namespace
 
@@ -112,6 +134,21 @@ Isa best_isa() {
 Isa force_isa(Isa isa) {
   cap().store(isa, std::memory_order_relaxed);
   return best_isa();
+}
+
+bool amx_available() {
+  static const bool ok = [] {
+    const CpuFeatures& f = cpu_features();
+    return f.amx_tile && f.amx_int8 && isa_available(Isa::kAvx512Vnni) && request_amx_permission();
+  }();
+  return ok;
+}
+
+bool amx_enabled() { return amx_switch().load(std::memory_order_relaxed) && amx_available(); }
+
+bool force_amx(bool on) {
+  amx_switch().store(on, std::memory_order_relaxed);
+  return amx_enabled();
 }
 
 Isa resolve_isa(Isa isa) {

@@ -18,6 +18,7 @@ enum class Isa { kAuto, kScalar, kAvx2, kAvx512Vnni };
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
+  bool amx_tile = false, amx_int8 = false;  // CPUID leaf 7 EDX bits 24, 25 (the OS's part: amx_available())
 };
 const CpuFeatures& cpu_features();
 
@@ -48,6 +49,18 @@ bool isa_set_by_env();
 /// the CPU's best. Returns the path kAuto now resolves to. Kernel calls already running
 /// finish on the path they started with.
 Isa force_isa(Isa isa);
+
+/// True when this process may run AMX-INT8 tile instructions: the CPU has AMX-TILE and
+/// AMX-INT8 and Linux granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+/// once, process-wide; see the kernel's Documentation/arch/x86/xstate.rst).
+bool amx_available();
+/// True when the AVX-512 VNNI kernels may hand their GEMMs to AMX tiles (qgemm_amx.cc):
+/// amx_available(), not turned off by the environment variable PDSERVE_AMX=0 (read once
+/// at start) or by force_amx(false). AMX gives the same bits (the same exact int32 sums).
+bool amx_enabled();
+/// Turns the AMX GEMMs on (when available) or off from now on, in process (tests,
+/// benchmarks); returns amx_enabled().
+bool force_amx(bool on);
 
 /// The path a kernel family runs for a request: kAuto → best_isa(); a forced path the CPU
 /// lacks → the next one down it has (AVX-512 VNNI → AVX2 → scalar).

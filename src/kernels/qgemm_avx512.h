@@ -40,6 +40,12 @@ QKernel q4_0_tiles16_kernel();
 QKernel q8_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
+/// The AMX-INT8 form of q4_K_tiles16_kernel's GEMM (qgemm_amx.cc), in the kRepackGemm
+/// order (`gemm`) or the kRepackGemv one: tokens [0, n_tok − n_tok % 16) of `act` (ActQ8K
+/// rows, act_stride bytes apart) against rows [r0, r1) (multiples of 16) of the kTiles16
+/// matrix w, into y[t·ldy + r]; the same bits. Only when amx_enabled().
+void q4k_gemm_amx(const WeightView& w, bool gemm, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
+                  int64_t ldy);
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
 QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);

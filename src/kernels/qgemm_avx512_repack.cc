@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu_features.h"
 #include "kernels/qgemm_avx512.h"
 #include "kernels/quant_types.h"
 
@@ -241,7 +242,13 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
               QOrder) {
   static constexpr auto tiles = q4k_tiles<kGemm, Src>(std::make_integer_sequence<int, kMaxTok>{});
   const int64_t nsb = w.cols / QK_K;
-  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
+  int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
+  if constexpr (std::is_same_v<Src, Tiles16>)
+    if (n_tok >= 16 && amx_enabled()) {
+      first = n_tok / 16 * 16;
+      q4k_gemm_amx(w, kGemm, act, act_stride, first, r0, r1, y, ldy);
+    }
+  for (int t0 = first; t0 < n_tok; t0 += kMaxTok) {
     const int tt = std::min(kMaxTok, n_tok - t0);
     const ActQ8K* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);

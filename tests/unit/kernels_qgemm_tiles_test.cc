@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/fp16.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/parallel.h"
 #include "kernels/quants.h"
@@ -208,6 +209,44 @@ TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
           }
         }
     }
+}
+
+// On a CPU with AMX-INT8 the Q4_K matmuls of 16-token groups run on tiles (qgemm_amx.cc),
+// in both repacked orders: with AMX on and off, every token count around the 16-token groups and the 4-group passes,
+// row ranges of one and several 16-row tiles, 1 and 2 threads, raw and quantised weights,
+// normal and saturated activations give the scalar path's bits.
+TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {
+  if (!kernels::amx_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or Linux did not grant the tile state)";
+  std::mt19937 rng(37);
+  const int saved = kernels::compute_threads();
+  for (int64_t cols : {256, 1280})
+    for (int64_t rows : {16, 80, 272}) {
+      const bool raw = rows == 80;
+      Weights w = make_weights(GgmlType::Q4_K, rows, cols, raw, rng);
+      kernels::tile16_in_place(w.view);
+      ASSERT_EQ(w.view.layout, kernels::WeightLayout::kTiles16);
+      for (int n : {15, 16, 17, 31, 32, 48, 63, 64, 65, 80, 130}) {
+        const std::vector<float> x = make_x(n, cols, n % 2 == 1, rng);
+        for (int pattern : {0, 1, 2}) {  // decode (the GEMV order), prompt (GEMM), mixed runs
+          const std::vector<uint8_t> flags = make_flags(n, pattern);
+          std::vector<float> want(n * rows);
+          kernels::matmul(w.view, x.data(), n, want.data(), flags.data(), kernels::Isa::kScalar);
+          for (int threads : {1, 2}) {
+            kernels::set_compute_threads(threads);
+            for (bool amx : {true, false}) {
+              ASSERT_EQ(amx, kernels::force_amx(amx));
+              std::vector<float> got(n * rows, -1.f);
+              kernels::matmul(w.view, x.data(), n, got.data(), flags.data(), kernels::Isa::kAvx512Vnni);
+              EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+                  << (amx ? "amx" : "vnni") << " rows " << rows << " cols " << cols << " tokens " << n << " flags " << pattern
+                  << " threads " << threads;
+            }
+          }
+        }
+      }
+    }
+  kernels::force_amx(true);
+  kernels::set_compute_threads(saved);
 }
 
 }  // namespace
