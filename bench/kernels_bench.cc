@@ -5,8 +5,8 @@
 // which reads every weight once, cannot beat; BM_StreamReadPrefetch with software prefetch).
 // Counters: bytes_per_second = weight bytes read per second; FLOP/s = 2·rows·cols·tokens
 // per iteration. Threads: OpenMP's (OMP_NUM_THREADS, default all cores).
-// BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32: the machine's compute peak (register-only
-// loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it;
+// BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32 / BM_PeakInt8Amx: the machine's compute peak
+// (register-only loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it;
 // BM_VnniWith/KIND: that loop with two instructions of another kind, which either share
 // VPDPBUSD's ports or run beside it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
 // BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
@@ -27,6 +27,7 @@
 #include "base/fp16.h"
 #include "base/huge_pages.h"
 #include "kernels/attention.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/parallel.h"
 #include "kernels/weight_layout.h"
@@ -459,6 +460,33 @@ float peak_fma_thread() {
 }
 constexpr int64_t kPeakFmaMacsPerIter = 10 * 8;
 
+// AMX-INT8's peak (Intel SDM vol. 1 ch. 18): TDPBSSD on full tiles (16 rows × 64 int8 of A,
+// 16 × 64 of B: 16·16·64 multiply-adds each), four independent C tiles (tmm0-3) from
+// tmm4-7, registers only. The Q4_0 / Q4_K matmuls of 16 or more tokens use these tiles
+// where the CPU has them (qgemm_amx.cc; their 32-value blocks use K = 32, half a tile's depth).
+constexpr int64_t kPeakAmxMacsPerIter = 4 * 16 * 16 * 64;
+int64_t peak_amx_thread() {
+  alignas(64) uint8_t cfg[64] = {1};  // palette 1; 8 tiles of 16 rows × 64 bytes
+  for (int t = 0; t < 8; ++t) {
+    cfg[16 + 2 * t] = 64;
+    cfg[48 + t] = 16;
+  }
+  int64_t n = kPeakIters / 16;  // a TDPBSSD is ~16 cycles: as long as the other peak loops
+  asm volatile(
+      "ldtilecfg (%[cfg])\n\t"
+      "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
+      "tilezero %%tmm4\n\ttilezero %%tmm5\n\ttilezero %%tmm6\n\ttilezero %%tmm7\n\t"
+      "1:\n\t"
+      "tdpbssd %%tmm5, %%tmm4, %%tmm0\n\ttdpbssd %%tmm7, %%tmm4, %%tmm1\n\t"
+      "tdpbssd %%tmm5, %%tmm6, %%tmm2\n\ttdpbssd %%tmm7, %%tmm6, %%tmm3\n\t"
+      "dec %[n]\n\tjnz 1b\n\t"
+      "tilerelease\n\t"
+      : [n] "+r"(n)
+      : [cfg] "r"(cfg)
+      : "memory");
+  return n;
+}
+
 template <typename Fn>
 void peak_loop(benchmark::State& state, Fn thread_loop, int64_t macs_per_iter) {
   const int threads = static_cast<int>(state.range(0));
@@ -480,6 +508,13 @@ void BM_PeakInt8Vnni(benchmark::State& state) {
   }
   peak_loop(state, peak_vnni_thread, kPeakVnniMacsPerIter);
 }
+void BM_PeakInt8Amx(benchmark::State& state) {
+  if (!pdserve::kernels::amx_available()) {
+    state.SkipWithError("this CPU has no AMX-INT8 (or Linux did not grant the tile state)");
+    return;
+  }
+  peak_loop(state, peak_amx_thread, kPeakAmxMacsPerIter / 16);  // per kPeakIters: the loop runs kPeakIters / 16 times
+}
 void BM_PeakVecDotBlockVnni(benchmark::State& state) {
   if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
     state.SkipWithError("this CPU has no AVX-512 VNNI");
@@ -488,6 +523,7 @@ void BM_PeakVecDotBlockVnni(benchmark::State& state) {
   peak_loop(state, peak_vecdot_block_thread, kPeakVecDotMacsPerIter);
 }
 BENCHMARK(BM_PeakInt8Vnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PeakInt8Amx)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 void BM_VnniWith(benchmark::State& state, int64_t (*thread_loop)()) {
   if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
     state.SkipWithError("this CPU has no AVX-512 VNNI");

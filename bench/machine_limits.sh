@@ -214,6 +214,10 @@ if not i8[2]:
     i8 = {t: bench_rate("BM_PeakInt8Avx2/%d" % t, "OP/s") for t in (1, 2)}
     i8_name = "AVX2 vpmaddubsw+vpmaddwd, BM_PeakInt8Avx2"
 f32 = {t: bench_rate("BM_PeakFma32/%d" % t, "OP/s") for t in (1, 2)}
+# AMX-INT8 (TDPBSSD on full tiles) where the CPU has it: the GEMMs of 16 or more tokens of
+# Q4_0 / Q4_K run on it there (qgemm_amx.cc). Target 2 keeps the issue's VNNI peak; the
+# table also gives the share of this one.
+amx = {t: bench_rate("BM_PeakInt8Amx/%d" % t, "OP/s") for t in (1, 2)}
 
 def pds_rows(log):
     rows = {}
@@ -265,11 +269,15 @@ print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 /
       % (open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(), os.cpu_count(),
          fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), i8_name, fmt(i8[1] and i8[1] / 1e9, "%.0f"),
          fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
+if amx[2]:
+    print("AMX-INT8 peak (tdpbssd, full tiles, BM_PeakInt8Amx) %s / %s GOP/s at 1 / 2 threads: pdserve's Q4_0 / Q4_K "
+          "matmuls of >= 16 tokens use it." % (fmt(amx[1] and amx[1] / 1e9, "%.0f"), fmt(amx[2] / 1e9, "%.0f")))
 print()
 print("| type | weight MB / GOP per token | tg128 1 thr: pdserve / ref / bound tok/s (pdserve % of bound) | "
       "tg128 2 thr: pdserve / ref / bound (%) | tg128 vs the bandwidth measured next to it, 1 / 2 thr: median % (median tok/s) | "
       "target 1 (≥ 90 % of bound) | pp512 2 thr: pdserve / ref tok/s "
-      "(pdserve % of int8 peak) | target 2 (≥ 50 % / K ≥ 40 %) | batched B=32: pdserve / ref tok/s (×) | target 3 |")
+      "(pdserve % of int8 peak" + ("; of the AMX peak" if amx[2] else "") + ") | target 2 (≥ 50 % / K ≥ 40 %) | "
+      "batched B=32: pdserve / ref tok/s (×) | target 3 |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for t in types:
     p1, p2 = read("pds-%s-t1.log" % t), read("pds-%s-t2.log" % t)
@@ -283,6 +291,7 @@ for t in types:
     bound2 = bw[2] / wbytes if bw[2] and wbytes else None
     pct = lambda x, b: x / b * 100 if x and b else None
     ppk = pp * gop * 1e9 / i8[2] * 100 if pp and gop and i8[2] else None
+    ppa = pp * gop * 1e9 / amx[2] * 100 if pp and gop and amx[2] else None
     kq = t.startswith("Q") and "_K" in t
     ok1 = None if None in (pct(tg1, bound1), pct(tg2, bound2)) else (pct(tg1, bound1) >= 90 and pct(tg2, bound2) >= 90)
     adj = adjacent(read("pds-%s-decode.log" % t), wbytes)
@@ -293,9 +302,9 @@ for t in types:
     ok2 = None if ppk is None else ppk >= (40 if kq else 50)
     ratio = b32 / rb32 if b32 and rb32 else None
     ok3 = (ratio >= 2.5 if ratio else None) if t == "Q4_K_M" else None
-    print("| %s | %s / %s | %s / %s / %s (%s %%) | %s / %s / %s (%s %%) | %s | %s | %s / %s (%s %%) | %s | %s / %s (%s) | %s |" % (
+    print("| %s | %s / %s | %s / %s / %s (%s %%) | %s / %s / %s (%s %%) | %s | %s | %s / %s (%s %%%s) | %s | %s / %s (%s) | %s |" % (
         t, fmt(wbytes and wbytes / 1e6, "%.0f"), fmt(gop, "%.2f"), fmt(tg1), fmt(rtg1), fmt(bound1), fmt(pct(tg1, bound1), "%.0f"),
-        fmt(tg2), fmt(rtg2), fmt(bound2), fmt(pct(tg2, bound2), "%.0f"), adj_cell, mark(ok1), fmt(pp), fmt(rpp), fmt(ppk, "%.0f"),
+        fmt(tg2), fmt(rtg2), fmt(bound2), fmt(pct(tg2, bound2), "%.0f"), adj_cell, mark(ok1), fmt(pp), fmt(rpp), fmt(ppk, "%.0f"), "; %s %%" % fmt(ppa, "%.0f") if ppa else "",
         mark(ok2), fmt(b32), fmt(rb32), fmt(ratio, "%.2f×"), mark(ok3) if t == "Q4_K_M" else "(Q4_K_M only)"))
 
 # Target 4: warm-cache TTFT p50.

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <utility>
 
 #include "kernels/qgemm_avx512.h"
@@ -22,6 +23,8 @@
 
 namespace pdserve::kernels::avx512 {
 namespace {
+
+using gguf::GgmlType;
 
 /// Tile registers: C0 / C1 (tmm0 / tmm1) the sums of sub-blocks 2c / 2c+1, A0 / A1 (tmm2 /
 /// tmm3) their activations, B0 / B1 (tmm4 / tmm5) their weights. (GCC's _tile_* macros
@@ -148,35 +151,44 @@ void q4k_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act,
   for (int t = 0; t < kTok; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
 }
 
-// ---- The GEMV order (kRepackGemv: one fma pair per super-block; batched decode) ----
+// ---- Whole-super-block sums: Q4_K's GEMV order (kRepackGemv: batched decode) and Q5_K's
+// tiled order (kTiled: prompts) ----
 //
-// A super-block's Σ_j sc_j·Σ(q·a)_j is one exact int32 there, so the scales go into the
-// weights: sc = lo + 16·hi (lo < 16, hi < 4), B_lo = q·lo (≤ 225) and B_hi = q·hi (≤ 45)
-// fit unsigned bytes, and two products over the whole super-block (K = 64 per step, C
-// accumulating) give Σ lo_j·S_j and Σ hi_j·S_j; the sum is C_lo + 16·C_hi (|Σ| < 2^31).
+// There Σ_j sc_j·Σ(q·a)_j over a super-block is one exact int32, so the scales go into the
+// weights: sc = lo + 2^s·hi with lo, hi < 2^s (Q4_K: s = 4, q < 16, q·lo ≤ 225; Q5_K: s = 3,
+// q < 32, q·lo ≤ 217) fit unsigned bytes, and two products over the super-block (K = 64 per
+// step, C accumulating) give Σ lo_j·S_j and Σ hi_j·S_j; the sum is C_lo + 2^s·C_hi
+// (|Σ| < 2^31).
 
-/// Tiles of the GEMV kernel: C_lo, C_hi (tmm0, tmm1), A (tmm2: 16 tokens × 64 int8),
-/// B_lo, B_hi (tmm3, tmm4: 16 dwords × 16 rows).
-constexpr TileConfig make_gemv_config() {
+/// Tiles of these kernels: C_lo, C_hi (tmm0, tmm1), A (tmm2: 16 tokens × 64 int8), B_lo,
+/// B_hi (tmm3, tmm4: 16 dwords × 16 rows).
+constexpr TileConfig make_super_config() {
   TileConfig c;
   for (int t = 0; t < 5; ++t) c.rows[t] = 16, c.colsb[t] = 64;
   return c;
 }
-constexpr TileConfig kGemvConfig = make_gemv_config();
+constexpr TileConfig kSuperConfig = make_super_config();
 
-/// A super-block of 16 rows for the GEMV order: d, dmin, the mins as int16 pairs, and the
-/// quants times the scales' parts as B tiles.
-struct alignas(64) Q4KSuperGemv {
+template <GgmlType T>
+constexpr int kScaleSplit = T == GgmlType::Q4_K ? 4 : 3;
+
+/// A super-block of 16 Q4_K / Q5_K rows: d, dmin, the mins as int16 pairs m_2c | m_2c+1 << 16,
+/// and the quants times the scales' parts as B tiles.
+struct alignas(64) SuperB {
   __m512 d, dmin;
   __m512i mn_pair[4];
   uint8_t b[4][2][16][64];  // values 64c .. 64c+63, part lo / hi: B row m = values 4m .. 4m+3 of the 16 rows
 };
 
-inline void unpack_super_gemv(const Tiles16& rt, int64_t i, Q4KSuperGemv* o) {
-  constexpr int64_t kBlock = sizeof(BlockQ4_K);
+template <GgmlType T>
+inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
+  static_assert(T == GgmlType::Q4_K || T == GgmlType::Q5_K);
+  constexpr int64_t kBlock = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+  constexpr int64_t kQs = T == GgmlType::Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
+  constexpr int kS = kScaleSplit<T>;
   const __m512i m4 = _mm512_set1_epi8(0x0F), ff = _mm512_set1_epi32(0xFF), w16 = _mm512_set1_epi32(0x10001);
   const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
-  __m512i hd[4];  // dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11]
+  __m512i hd[4];  // dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11] (Q4_K and Q5_K alike)
   rt.slice(kBlock, i, 0, hd);
   o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
   o->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
@@ -184,6 +196,11 @@ inline void unpack_super_gemv(const Tiles16& rt, int64_t i, Q4KSuperGemv* o) {
   const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
   const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+  __m512i qh[8];  // Q5_K: bit 4 of value 32c + 4k + l is bit c of byte l of dword k
+  if constexpr (T == GgmlType::Q5_K) {
+    rt.slice(kBlock, i, offsetof(BlockQ5_K, qh), qh);
+    rt.slice(kBlock, i, offsetof(BlockQ5_K, qh) + 16, qh + 4);
+  }
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     const int sh = 16 * (c % 2);
@@ -191,21 +208,26 @@ inline void unpack_super_gemv(const Tiles16& rt, int64_t i, Q4KSuperGemv* o) {
     o->mn_pair[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
     // Sub-blocks 2c (low nibbles) and 2c+1 (high): each part of the scale in both int16
-    // halves of its row's dword, for VPMULLW (q·part ≤ 225: each byte's product stays in its byte).
+    // halves of its row's dword, for VPMULLW (q·part < 256: each byte's product stays in its byte).
     __m512i part[2][2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8 * h), ff);
-      part[h][0] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32(15)), w16);
-      part[h][1] = _mm512_mullo_epi32(_mm512_srli_epi32(sc, 4), w16);
+      part[h][0] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32((1 << kS) - 1)), w16);
+      part[h][1] = _mm512_mullo_epi32(_mm512_srli_epi32(sc, kS), w16);
     }
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m512i raw[4];
-      rt.slice(kBlock, i, offsetof(BlockQ4_K, qs) + 32 * c + 16 * h, raw);
+      rt.slice(kBlock, i, kQs + 32 * c + 16 * h, raw);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m512i lo = _mm512_and_si512(raw[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
+        __m512i lo = _mm512_and_si512(raw[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
+        if constexpr (T == GgmlType::Q5_K) {
+          const __m512i bits = qh[4 * h + k], b16 = _mm512_set1_epi8(16);
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << (2 * c)))), lo, b16);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << (2 * c + 1)))), hi, b16);
+        }
 #pragma GCC unroll 2
         for (int p = 0; p < 2; ++p) {
           _mm512_store_si512(o->b[c][p][4 * h + k], _mm512_mullo_epi16(lo, part[0][p]));
@@ -216,17 +238,24 @@ inline void unpack_super_gemv(const Tiles16& rt, int64_t i, Q4KSuperGemv* o) {
   }
 }
 
-/// The GEMV order's q4k_amx_tile.
-template <int G>
-void q4k_amx_tile_gemv(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nsb, float* y,
-                       int64_t ldy) {
+/// One 16-row Tiles16 tile of Q4_K (GEMV order) or Q5_K (tiled order) against G groups of
+/// 16 tokens (ActQ8K rows at act + t·act_stride); y[t·ldy + r] for the tile's 16 rows.
+///  * Q4_K: acc = fma((float) s1, d_w*d_a, acc), acc_m = fma((float) s2, dmin_w*d_a, acc_m);
+///    y = acc − acc_m (q4k_tile<false>);
+///  * Q5_K: r = (float) s1·d_w, r = fma(−dmin_w, (float) s2, r), acc = fma(r, d_a, acc)
+///    (tile_tiled in qgemm_avx512_krows.cc);
+/// s1 = Σ_j sc_j·Σ(q·a)_j, s2 = Σ_j m_j·bsum32_j per super-block.
+template <GgmlType T, int G>
+void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nsb, float* y,
+                    int64_t ldy) {
   constexpr int kTok = G * kGroup;
-  alignas(64) float acc[kTok][16] = {}, accm[kTok][16] = {};
-  Q4KSuperGemv w;
+  constexpr bool kQ4 = T == GgmlType::Q4_K;
+  alignas(64) float acc[kTok][16] = {}, accm[kQ4 ? kTok : 1][16] = {};
+  SuperB w;
   alignas(64) int32_t sums[2][kGroup][16];  // C_lo, C_hi of one group
   for (int64_t i = 0; i < nsb; ++i) {
     pf.part(i);
-    unpack_super_gemv(rt, i, &w);
+    unpack_super_b<T>(rt, i, &w);
     for (int g = 0; g < G; ++g) {
       const uint8_t* a = act + g * kGroup * act_stride + i * static_cast<int64_t>(sizeof(ActQ8K));
       _tile_zero(0);
@@ -244,43 +273,122 @@ void q4k_amx_tile_gemv(const Tiles16& rt, const TilePrefetch& pf, const uint8_t*
       for (int tg = 0; tg < kGroup; ++tg) {
         const auto& at = *reinterpret_cast<const ActQ8K*>(a + tg * act_stride);
         const int t = g * kGroup + tg;
-        const __m512i is = _mm512_add_epi32(_mm512_load_si512(sums[0][tg]), _mm512_slli_epi32(_mm512_load_si512(sums[1][tg]), 4));
-        __m512i im = _mm512_setzero_si512();
+        const __m512i s1 = _mm512_add_epi32(_mm512_load_si512(sums[0][tg]), _mm512_slli_epi32(_mm512_load_si512(sums[1][tg]), kScaleSplit<T>));
+        __m512i s2 = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) im = _mm512_dpwssd_epi32(im, w.mn_pair[c], _mm512_set1_epi32(load_i32(at.bsum32 + 2 * c)));
+        for (int c = 0; c < 4; ++c) s2 = _mm512_dpwssd_epi32(s2, w.mn_pair[c], _mm512_set1_epi32(load_i32(at.bsum32 + 2 * c)));
         const __m512 da = _mm512_set1_ps(at.d);
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(w.d, da), _mm512_load_ps(acc[t])));
-        _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(w.dmin, da), _mm512_load_ps(accm[t])));
+        if constexpr (kQ4) {
+          _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(w.d, da), _mm512_load_ps(acc[t])));
+          _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(w.dmin, da), _mm512_load_ps(accm[t])));
+        } else {
+          const __m512 r = _mm512_fnmadd_ps(w.dmin, _mm512_cvtepi32_ps(s2), _mm512_mul_ps(_mm512_cvtepi32_ps(s1), w.d));
+          _mm512_store_ps(acc[t], _mm512_fmadd_ps(r, da, _mm512_load_ps(acc[t])));
+        }
       }
     }
   }
-  for (int t = 0; t < kTok; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
+  for (int t = 0; t < kTok; ++t)
+    _mm512_storeu_ps(y + t * ldy, kQ4 ? _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[kQ4 ? t : 0])) : _mm512_load_ps(acc[t]));
+}
+
+// ---- Q4_0 (kRepackGemm and kRepackGemv alike: acc = fma((float) Σ_32 w·a, d_w*d_a, acc)) ----
+
+/// Tiles of the Q4_0 kernel: C (tmm0), A (tmm2: 16 tokens × 32 int8), B (tmm4: 8 dwords ×
+/// 16 rows); the same shapes as kConfig's.
+
+/// One 16-row Tiles16 tile of Q4_0 against G groups of 16 tokens (q40_pack's records: token
+/// t's block b at act + t·act_stride + b·kQ40Record; its 32 signed values first, then
+/// −8·Σ values (unused here: the weights enter the product as q − 8) and d_a at kQ40D).
+template <int G>
+void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nb, float* y,
+                  int64_t ldy) {
+  constexpr int kTok = G * kGroup;
+  __m512 acc[kTok];
+#pragma GCC unroll 64
+  for (int t = 0; t < kTok; ++t) acc[t] = _mm512_setzero_ps();
+  alignas(64) uint8_t wq[8][64];             // B: row m = elements 4m .. 4m+3 of the 16 rows, q − 8
+  alignas(64) int32_t sums[G][kGroup][16];   // C of each group
+  const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.part(b);
+    __m512i raw[4];
+    __m512 dw;
+    rt.q4_0_block(b, raw, &dw);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      _mm512_store_si512(wq[k], _mm512_sub_epi8(_mm512_and_si512(raw[k], m4), eight));                             // elements 4k ..
+      _mm512_store_si512(wq[k + 4], _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4), eight));  // 16 + 4k ..
+    }
+    _tile_loadd(4, wq, 64);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      _tile_loadd(2, act + g * kGroup * act_stride + b * kQ40Record, act_stride);
+      _tile_zero(0);
+      _tile_dpbssd(0, 2, 4);
+      _tile_stored(0, sums[g], 64);
+    }
+#pragma GCC unroll 64
+    for (int t = 0; t < kTok; ++t) {
+      float da;
+      std::memcpy(&da, act + t * act_stride + b * kQ40Record + kQ40D, 4);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[t / kGroup][t % kGroup])), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[t]);
+    }
+  }
+#pragma GCC unroll 64
+  for (int t = 0; t < kTok; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
 using AmxTileFn = void (*)(const Tiles16&, const TilePrefetch&, const uint8_t*, int64_t, int64_t, float*, int64_t);
 
-template <bool kGemm, int... I>
+template <int... I>
+constexpr auto q40_amx_tiles(std::integer_sequence<int, I...>) {
+  return std::array<AmxTileFn, sizeof...(I)>{q40_amx_tile<I + 1>...};
+}
+
+template <int... I>
 constexpr auto q4k_amx_tiles(std::integer_sequence<int, I...>) {
-  if constexpr (kGemm) return std::array<AmxTileFn, sizeof...(I)>{q4k_amx_tile<I + 1>...};
-  else return std::array<AmxTileFn, sizeof...(I)>{q4k_amx_tile_gemv<I + 1>...};
+  return std::array<AmxTileFn, sizeof...(I)>{q4k_amx_tile<I + 1>...};
+}
+
+template <GgmlType T, int... I>
+constexpr auto super_amx_tiles(std::integer_sequence<int, I...>) {
+  return std::array<AmxTileFn, sizeof...(I)>{super_amx_tile<T, I + 1>...};
+}
+
+/// Tokens [0, n_tok − n_tok % 16) through `tiles` (one per number of groups), 16-row tile by tile.
+template <class Tiles>
+void run_groups(const Tiles& tiles, const TileConfig& cfg, const WeightView& w, int64_t n_parts, bool next_tile, const uint8_t* act,
+                int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  _tile_loadconfig(&cfg);
+  for (int t0 = 0; t0 + kGroup <= n_tok; t0 += kMaxGroups * kGroup) {
+    const int groups = std::min(kMaxGroups, (n_tok - t0) / kGroup);
+    for (int64_t r = r0; r < r1; r += 16)
+      tiles[groups - 1](Tiles16(w, r, r1), tile_prefetch<Tiles16>(w, r, n_parts, n_tok, next_tile), act + t0 * act_stride, act_stride,
+                        n_parts, y + t0 * ldy + r, ldy);
+  }
+  _tile_release();
 }
 
 }  // namespace
 
 void q4k_gemm_amx(const WeightView& w, bool gemm, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                   int64_t ldy) {
-  static constexpr auto gemm_tiles = q4k_amx_tiles<true>(std::make_integer_sequence<int, kMaxGroups>{});
-  static constexpr auto gemv_tiles = q4k_amx_tiles<false>(std::make_integer_sequence<int, kMaxGroups>{});
-  const auto& tiles = gemm ? gemm_tiles : gemv_tiles;
-  const int64_t nsb = w.cols / QK_K;
-  _tile_loadconfig(gemm ? &kConfig : &kGemvConfig);
-  for (int t0 = 0; t0 + kGroup <= n_tok; t0 += kMaxGroups * kGroup) {
-    const int groups = std::min(kMaxGroups, (n_tok - t0) / kGroup);
-    for (int64_t r = r0; r < r1; r += 16)
-      tiles[groups - 1](Tiles16(w, r, r1), tile_prefetch<Tiles16>(w, r, nsb, n_tok), act + t0 * act_stride, act_stride, nsb,
-                        y + t0 * ldy + r, ldy);
-  }
-  _tile_release();
+  static constexpr auto gemm_tiles = q4k_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
+  static constexpr auto gemv_tiles = super_amx_tiles<GgmlType::Q4_K>(std::make_integer_sequence<int, kMaxGroups>{});
+  if (gemm) run_groups(gemm_tiles, kConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
+  else run_groups(gemv_tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
+}
+
+void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
+                        int64_t ldy) {
+  static constexpr auto tiles = super_amx_tiles<GgmlType::Q5_K>(std::make_integer_sequence<int, kMaxGroups>{});
+  run_groups(tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
+}
+
+void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  static constexpr auto tiles = q40_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
+  run_groups(tiles, kConfig, w, w.cols / 32, false, act, act_stride, n_tok, r0, r1, y, ldy);
 }
 
 }  // namespace pdserve::kernels::avx512

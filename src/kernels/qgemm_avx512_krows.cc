@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu_features.h"
 #include "kernels/qgemm_avx512.h"
 
 namespace pdserve::kernels::avx512 {
@@ -304,7 +305,13 @@ void gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok
   constexpr int kTok = kVecDot ? kMaxVecDotTok : kMaxTok;
   static constexpr auto tiles = tile_table<T, kVecDot, Src>(std::make_integer_sequence<int, kTok>{});
   const int64_t nsb = w.cols / QK_K;
-  for (int t0 = 0; t0 < n_tok; t0 += kTok) {
+  int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
+  if constexpr (!kVecDot && std::is_same_v<Src, Tiles16>)
+    if (n_tok >= 16 && amx_enabled()) {
+      first = n_tok / 16 * 16;
+      q5k_tiled_gemm_amx(w, act, act_stride, first, r0, r1, y, ldy);
+    }
+  for (int t0 = first; t0 < n_tok; t0 += kTok) {
     const int tt = std::min(kTok, n_tok - t0);
     const ActQ8K* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = reinterpret_cast<const ActQ8K*>(act + (t0 + t) * act_stride);

@@ -35,7 +35,7 @@ struct alignas(16) Q40Block {
   float d;
   int32_t pad[2];
 };
-static_assert(sizeof(Q40Block) == 48);
+static_assert(sizeof(Q40Block) == kQ40Record && offsetof(Q40Block, d) == kQ40D);  // q40_gemm_amx reads these
 
 int64_t q40_pack_bytes(const WeightView& w, QOrder, int n_tok) {
   return int64_t{n_tok} * (w.cols / 32) * static_cast<int64_t>(sizeof(Q40Block));
@@ -111,7 +111,13 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
   constexpr bool kNextTile = std::is_same_v<Src, RowTile>;
   const int64_t nb = w.cols / 32;
   const auto* packed = reinterpret_cast<const Q40Block*>(act);
-  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
+  int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
+  if constexpr (std::is_same_v<Src, Tiles16>)
+    if (n_tok >= 16 && amx_enabled()) {
+      first = n_tok / 16 * 16;
+      q40_gemm_amx(w, act, nb * kQ40Record, first, r0, r1, y, ldy);
+    }
+  for (int t0 = first; t0 < n_tok; t0 += kMaxTok) {
     const int tt = std::min(kMaxTok, n_tok - t0);
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;

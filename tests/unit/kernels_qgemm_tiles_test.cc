@@ -78,11 +78,16 @@ std::vector<float> make_x(int n, int64_t cols, bool saturated, std::mt19937& rng
   return x;
 }
 
-/// Flags: all 0 (decode), all 1 (prompt GEMM), mixed runs of 0 / 1 / 2, or (3) those
-/// mixed runs with kGemmTiledBatch on runs of two tokens (the K-quants' tiled order).
+/// Flags: all 0 (decode), all 1 (prompt GEMM), mixed runs of 0 / 1 / 2, (3) those mixed
+/// runs with kGemmTiledBatch on runs of two tokens (the K-quants' tiled order), or (4) all
+/// 1 | kGemmTiledBatch (a prompt's micro-batch of >= 8 tokens).
 std::vector<uint8_t> make_flags(int n, int pattern) {
   std::vector<uint8_t> f(n);
-  for (int k = 0; k < n; ++k) f[k] = pattern == 0 ? 0 : pattern == 1 ? 1 : static_cast<uint8_t>((k / 3 + k % 2) % 3);
+  for (int k = 0; k < n; ++k)
+    f[k] = pattern == 0   ? 0
+           : pattern == 1 ? 1
+           : pattern == 4 ? static_cast<uint8_t>(1 | kernels::kGemmTiledBatch)
+                          : static_cast<uint8_t>((k / 3 + k % 2) % 3);
   if (pattern == 3)
     for (int k = 0; k < n; ++k) f[k] = static_cast<uint8_t>(f[k] | ((k / 2) % 2 ? kernels::kGemmTiledBatch : 0));
   return f;
@@ -211,23 +216,24 @@ TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
     }
 }
 
-// On a CPU with AMX-INT8 the Q4_K matmuls of 16-token groups run on tiles (qgemm_amx.cc),
-// in both repacked orders: with AMX on and off, every token count around the 16-token groups and the 4-group passes,
+// On a CPU with AMX-INT8 the Q4_K (both repacked orders), Q4_0 and Q5_K (tiled order)
+// matmuls of 16-token groups run on tiles (qgemm_amx.cc): with AMX on and off, every token count around the 16-token groups and the 4-group passes,
 // row ranges of one and several 16-row tiles, 1 and 2 threads, raw and quantised weights,
 // normal and saturated activations give the scalar path's bits.
 TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {
   if (!kernels::amx_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or Linux did not grant the tile state)";
   std::mt19937 rng(37);
   const int saved = kernels::compute_threads();
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q5_K})
   for (int64_t cols : {256, 1280})
     for (int64_t rows : {16, 80, 272}) {
       const bool raw = rows == 80;
-      Weights w = make_weights(GgmlType::Q4_K, rows, cols, raw, rng);
+      Weights w = make_weights(type, rows, cols, raw, rng);
       kernels::tile16_in_place(w.view);
       ASSERT_EQ(w.view.layout, kernels::WeightLayout::kTiles16);
       for (int n : {15, 16, 17, 31, 32, 48, 63, 64, 65, 80, 130}) {
         const std::vector<float> x = make_x(n, cols, n % 2 == 1, rng);
-        for (int pattern : {0, 1, 2}) {  // decode (the GEMV order), prompt (GEMM), mixed runs
+        for (int pattern : {0, 1, 2, 4}) {  // decode (GEMV order), prompt (GEMM), mixed runs, prompt micro-batch (Q5_K: tiled)
           const std::vector<uint8_t> flags = make_flags(n, pattern);
           std::vector<float> want(n * rows);
           kernels::matmul(w.view, x.data(), n, want.data(), flags.data(), kernels::Isa::kScalar);
@@ -238,7 +244,7 @@ TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {
               std::vector<float> got(n * rows, -1.f);
               kernels::matmul(w.view, x.data(), n, got.data(), flags.data(), kernels::Isa::kAvx512Vnni);
               EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
-                  << (amx ? "amx" : "vnni") << " rows " << rows << " cols " << cols << " tokens " << n << " flags " << pattern
+                  << gguf::type_name(type) << (amx ? " amx" : " vnni") << " rows " << rows << " cols " << cols << " tokens " << n << " flags " << pattern
                   << " threads " << threads;
             }
           }
