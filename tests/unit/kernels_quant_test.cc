@@ -216,7 +216,7 @@ TEST(KernelsQuant, Q80ActivationsEqualTheScalarPath) {
 }
 
 // Each SIMD path, forced, against the scalar path: bit-identical outputs. Paths the CPU
-// lacks, or that have no kernel for a type yet, are reported as skipped.
+// lacks are reported as skipped; types a path has no kernel for yet are noted.
 void check_isa(kernels::Isa isa) {
   if (!kernels::isa_available(isa)) GTEST_SKIP() << kernels::isa_name(isa) << " not supported by this CPU";
   std::string missing;
@@ -245,7 +245,12 @@ void check_isa(kernels::Isa isa) {
         EXPECT_EQ(ys, yi) << "rows " << rows << " n_tokens " << n;
       }
   }
-  if (!missing.empty()) GTEST_SKIP() << kernels::isa_name(isa) << ": no kernel yet for " << missing;
+  // The types without a kernel of this path fall back to a lower one (checked by its own
+  // test): noted, not a skip, since every type that has one was compared above.
+  if (!missing.empty()) {
+    testing::Test::RecordProperty("no_kernel_yet", missing);
+    std::printf("note: %s has no kernel yet for %s(a lower path runs them)\n", kernels::isa_name(isa), missing.c_str());
+  }
 }
 
 // The tiled order of every K-quant (quant_order picks it for Q4_K / Q5_K / Q2_K / Q3_K /
