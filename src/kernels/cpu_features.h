@@ -54,7 +54,7 @@ Isa force_isa(Isa isa);
 /// AMX-INT8 and Linux granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
 /// once, process-wide; see the kernel's Documentation/arch/x86/xstate.rst).
 bool amx_available();
-/// True when the AVX-512 VNNI kernels may hand their GEMMs to AMX tiles (qgemm_amx.cc):
+/// True when the AVX-512 VNNI kernels may hand their GEMMs to AMX tiles (qgemm_avx512_amx.cc):
 /// amx_available(), not turned off by the environment variable PDSERVE_AMX=0 (read once
 /// at start) or by force_amx(false). AMX gives the same bits (the same exact int32 sums).
 bool amx_enabled();

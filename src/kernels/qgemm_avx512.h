@@ -40,7 +40,7 @@ QKernel q4_0_tiles16_kernel();
 QKernel q8_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
-/// The AMX-INT8 form of q4_K_tiles16_kernel's GEMM (qgemm_amx.cc), in the kRepackGemm
+/// The AMX-INT8 form of q4_K_tiles16_kernel's GEMM (qgemm_avx512_amx.cc), in the kRepackGemm
 /// order (`gemm`) or the kRepackGemv one: tokens [0, n_tok − n_tok % 16) of `act` (ActQ8K
 /// rows, act_stride bytes apart) against rows [r0, r1) (multiples of 16) of the kTiles16
 /// matrix w, into y[t·ldy + r]; the same bits. Only when amx_enabled().

@@ -217,7 +217,7 @@ TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
 }
 
 // On a CPU with AMX-INT8 the Q4_K (both repacked orders), Q4_0 and Q5_K (tiled order)
-// matmuls of 16-token groups run on tiles (qgemm_amx.cc): with AMX on and off, every token count around the 16-token groups and the 4-group passes,
+// matmuls of 16-token groups run on tiles (qgemm_avx512_amx.cc): with AMX on and off, every token count around the 16-token groups and the 4-group passes,
 // row ranges of one and several 16-row tiles, 1 and 2 threads, raw and quantised weights,
 // normal and saturated activations give the scalar path's bits.
 TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {

@@ -1,15 +1,16 @@
-// AMX-INT8 GEMMs in llama.cpp's repacked Q4_K GEMM order (quants.h kRepackGemm), on a
-// WeightLayout::kTiles16 matrix, for 16-token groups:
-//   per super-block and 64 values (sub-blocks 2c, 2c+1)
-//   acc = fma((float) Σ_j sc_j·Σ(q·a)_j, d_w*d_a, acc), acc_m = fma((float) Σ_j m_j·bsum32_j,
-//   dmin_w*d_a, acc_m); result acc − acc_m
-// as the VNNI tile (qgemm_avx512_repack.cc q4k_tile) computes it: only the exact int32 sums
-// Σ(q·a)_j of 32 values come from elsewhere. One TDPBSUD (Intel SDM vol. 2, "TDPBSUD")
-// gives a 32-value sub-block's sums for 16 tokens (A: 16 rows of 32 signed activations) ×
-// 16 weight rows (B: 8 rows of 16 dwords, dword n = 4 unsigned weights of row n): exactly
-// the transposed dwords a Tiles16 slice holds, once the nibbles are split. The float steps
-// then read the C tile row by row: row t = token t's sums for the 16 weight rows, the
-// VNNI tile's lane layout.
+// AMX-INT8 tile kernels (Intel SDM vol. 1 ch. 18; TDPBSSD / TDPBSUD in vol. 2) for the
+// matmuls of 16-token groups whose order needs exact int32 sums of 32 values or more, on a
+// WeightLayout::kTiles16 matrix, each with the bits of its VNNI tile:
+//  * Q4_K, kRepackGemm (q4k_tile<true>): per 64 values, the sums of sub-blocks 2c, 2c+1;
+//  * Q4_K, kRepackGemv (q4k_tile<false>) and Q5_K, kTiled (tile_tiled): per super-block,
+//    Σ_j sc_j·Σ(q·a)_j, the scales folded into the weights (see "Whole-super-block sums");
+//  * Q4_0, both repacked orders (q40_tile): per 32-value block.
+// One tile product gives those sums for 16 tokens (A: 16 rows of signed activations) × 16
+// weight rows (B: K/4 rows of 16 dwords, dword n = 4 weights of row n: exactly the dwords a
+// Tiles16 slice holds, once the nibbles are split). The float steps are the VNNI tiles', in
+// their order, reading the C tile back row by row: row t = token t's sums for the 16 rows,
+// the VNNI tiles' lane layout. ggml's vec_dot orders (Q8_0, Q6_K, Q5_K's decode) keep a
+// scale per 4 values and stay on VNNI.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -59,26 +60,46 @@ struct alignas(64) Q4KSuper {
   uint8_t wq[4][2][8][64];  // sub-block 2c + h: B row m = elements 4m .. 4m+3 of the 16 rows
 };
 
+/// The header of a Q4_K / Q5_K super-block of 16 rows (slice 0: dword 0 = d | dmin << 16,
+/// dwords 1..3 = scales[0..11]), decoded as get_scale_min_k4 does (ggml's kmask form), the
+/// same steps as q4k_tile's.
+struct K4Header {
+  __m512 d, dmin;
+  __m512i sc[2], mn[2];  // byte j of sc[0] / sc[1]: scale j / j + 4 (mn: the mins)
+  K4Header(const Tiles16& rt, int64_t block_bytes, int64_t i) {
+    const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
+    __m512i hd[4];
+    rt.slice(block_bytes, i, 0, hd);
+    d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
+    dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
+    sc[0] = _mm512_and_si512(hd[1], km1);
+    mn[0] = _mm512_and_si512(hd[2], km1);
+    sc[1] = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+  }
+  /// The scale of sub-block 2c + h of each row, as int32.
+  __m512i scale(int c, int h) const { return byte(sc[c / 2], 2 * (c % 2) + h); }
+  /// m_2c | m_2c+1 << 16 of each row (int16 pairs for VPDPWSSD).
+  __m512i min_pair(int c) const {
+    return _mm512_or_si512(byte(mn[c / 2], 2 * (c % 2)), _mm512_slli_epi32(byte(mn[c / 2], 2 * (c % 2) + 1), 16));
+  }
+
+ private:
+  static __m512i byte(__m512i v, int j) { return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)); }
+};
+
 inline void unpack_super(const Tiles16& rt, int64_t i, Q4KSuper* o) {
   constexpr int64_t kBlock = sizeof(BlockQ4_K);
-  const __m512i m4 = _mm512_set1_epi8(0x0F), ff = _mm512_set1_epi32(0xFF);
-  const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
-  __m512i hd[4];  // dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11]
-  rt.slice(kBlock, i, 0, hd);
-  o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
-  o->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
-  const __m512i sc03 = _mm512_and_si512(hd[1], km1), mn03 = _mm512_and_si512(hd[2], km1);
-  const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
-  const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
-                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const K4Header hd(rt, kBlock, i);
+  o->d = hd.d;
+  o->dmin = hd.dmin;
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    const int sh = 16 * (c % 2);
-    const __m512i mns = c < 2 ? mn03 : mn47, scs = c < 2 ? sc03 : sc47;
-    o->mn_pair[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
-                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
-    o->sc[c][0] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scs, sh), ff));
-    o->sc[c][1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(scs, sh + 8), ff));
+    o->mn_pair[c] = hd.min_pair(c);
+    o->sc[c][0] = _mm512_cvtepi32_ps(hd.scale(c, 0));
+    o->sc[c][1] = _mm512_cvtepi32_ps(hd.scale(c, 1));
     // qs[32c .. 32c+31]: low nibbles = sub-block 2c, high = 2c+1.
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -186,16 +207,10 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
   constexpr int64_t kBlock = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
   constexpr int64_t kQs = T == GgmlType::Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
   constexpr int kS = kScaleSplit<T>;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), ff = _mm512_set1_epi32(0xFF), w16 = _mm512_set1_epi32(0x10001);
-  const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
-  __m512i hd[4];  // dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11] (Q4_K and Q5_K alike)
-  rt.slice(kBlock, i, 0, hd);
-  o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
-  o->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
-  const __m512i sc03 = _mm512_and_si512(hd[1], km1), mn03 = _mm512_and_si512(hd[2], km1);
-  const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
-  const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
-                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), w16 = _mm512_set1_epi32(0x10001);
+  const K4Header hd(rt, kBlock, i);  // Q4_K's and Q5_K's headers are alike
+  o->d = hd.d;
+  o->dmin = hd.dmin;
   __m512i qh[8];  // Q5_K: bit 4 of value 32c + 4k + l is bit c of byte l of dword k
   if constexpr (T == GgmlType::Q5_K) {
     rt.slice(kBlock, i, offsetof(BlockQ5_K, qh), qh);
@@ -203,16 +218,13 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
   }
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    const int sh = 16 * (c % 2);
-    const __m512i mns = c < 2 ? mn03 : mn47, scs = c < 2 ? sc03 : sc47;
-    o->mn_pair[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
-                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
+    o->mn_pair[c] = hd.min_pair(c);
     // Sub-blocks 2c (low nibbles) and 2c+1 (high): each part of the scale in both int16
     // halves of its row's dword, for VPMULLW (q·part < 256: each byte's product stays in its byte).
     __m512i part[2][2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8 * h), ff);
+      const __m512i sc = hd.scale(c, h);
       part[h][0] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32((1 << kS) - 1)), w16);
       part[h][1] = _mm512_mullo_epi32(_mm512_srli_epi32(sc, kS), w16);
     }
