@@ -46,15 +46,16 @@ QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matri
 /// matrix w, into y[t·ldy + r]; the same bits. Only when amx_enabled().
 void q4k_gemm_amx(const WeightView& w, bool gemm, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                   int64_t ldy);
-/// Q4_0's (q4_0_tiles16_kernel's GEMM, either repacked order: they are one) on AMX-INT8
-/// tiles: tokens [0, n_tok − n_tok % 16) of q40_pack's records (a token's kQ40Record-byte
-/// blocks act_stride bytes apart: 32 signed values at 0, d_a at kQ40D), rows [r0, r1)
-/// (multiples of 16) of the kTiles16 matrix w; the same bits. Only when amx_enabled().
-constexpr int64_t kQ40Record = 48, kQ40D = 36;
 /// Q5_K's kTiled GEMM (kquant_row_kernel(Q5_K, kTiled, kTiles16)'s) on AMX-INT8 tiles, as
 /// q4k_gemm_amx; the same bits. Only when amx_enabled().
 void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                         int64_t ldy);
+/// q40_pack's record of one token and 32-value block: its bytes, and where d_a lies in it.
+constexpr int64_t kQ40Record = 48, kQ40D = 36;
+/// Q4_0's GEMM (q4_0_tiles16_kernel's, either repacked order: they are one) on AMX-INT8
+/// tiles: tokens [0, n_tok − n_tok % 16) of q40_pack's records (a token's blocks
+/// act_stride bytes apart: 32 signed values at 0, d_a at kQ40D), rows [r0, r1) (multiples
+/// of 16) of the kTiles16 matrix w; the same bits. Only when amx_enabled().
 void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy);
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
