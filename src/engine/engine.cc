@@ -618,9 +618,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
                num_blocks * per_block >> 20, kv::kv_dtype_name(cfg.kv_dtype),
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
   const int cpus = kernels::available_cpus(), threads = cfg.threads > 0 ? cfg.threads : cpus;
-  const bool amx = kernels::best_isa() == kernels::Isa::kAvx512Vnni && kernels::amx_enabled();
+  const bool avx512 = kernels::best_isa() == kernels::Isa::kAvx512Vnni;
+  const char* amx = !avx512 || !kernels::amx_available() ? "" : kernels::amx_enabled() ? " + amx" : " (amx off: PDSERVE_AMX)";
   PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process), kernels: {}{}{}", threads, cpus, cpus == 1 ? "" : "s",
-               kernels::isa_name(kernels::best_isa()), amx ? " + amx" : "", kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
+               kernels::isa_name(kernels::best_isa()), amx, kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
   if (threads > cpus)
     PDS_LOG_WARN("--threads {} is more than the {} CPU{} this process may run on: the threads take turns on a core, "
                  "which is slower than --threads {}",
