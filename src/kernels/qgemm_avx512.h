@@ -83,6 +83,13 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
   return acc;
 }
 
+/// Q5_K nibbles v of chunk c (one dword of 16 rows) with each element's bit 4 added: bit c
+/// of the matching qh dword.
+inline __m512i add_bit4(__m512i v, __m512i qh, int c) {
+  const __mmask64 hb = _mm512_test_epi8_mask(qh, _mm512_set1_epi8(static_cast<char>(1 << c)));
+  return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
+}
+
 /// 16 rows × 16 bytes transposed: out[k] int32 lane r = bytes 4k..4k+3 of the 16 bytes
 /// at rp[r] + off.
 inline void transpose16x16(const uint8_t* const* rp, int64_t off, __m512i out[4]) {

@@ -236,9 +236,8 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
       for (int k = 0; k < 4; ++k) {
         __m512i lo = _mm512_and_si512(raw[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
         if constexpr (T == GgmlType::Q5_K) {
-          const __m512i bits = qh[4 * h + k], b16 = _mm512_set1_epi8(16);
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << (2 * c)))), lo, b16);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << (2 * c + 1)))), hi, b16);
+          lo = add_bit4(lo, qh[4 * h + k], 2 * c);
+          hi = add_bit4(hi, qh[4 * h + k], 2 * c + 1);
         }
 #pragma GCC unroll 2
         for (int p = 0; p < 2; ++p) {
@@ -300,18 +299,19 @@ void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* ac
       }
     }
   }
-  for (int t = 0; t < kTok; ++t)
-    _mm512_storeu_ps(y + t * ldy, kQ4 ? _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[kQ4 ? t : 0])) : _mm512_load_ps(acc[t]));
+  for (int t = 0; t < kTok; ++t) {
+    __m512 r = _mm512_load_ps(acc[t]);
+    if constexpr (kQ4) r = _mm512_sub_ps(r, _mm512_load_ps(accm[t]));
+    _mm512_storeu_ps(y + t * ldy, r);
+  }
 }
 
 // ---- Q4_0 (kRepackGemm and kRepackGemv alike: acc = fma((float) Σ_32 w·a, d_w*d_a, acc)) ----
 
-/// Tiles of the Q4_0 kernel: C (tmm0), A (tmm2: 16 tokens × 32 int8), B (tmm4: 8 dwords ×
-/// 16 rows); the same shapes as kConfig's.
-
 /// One 16-row Tiles16 tile of Q4_0 against G groups of 16 tokens (q40_pack's records: token
 /// t's block b at act + t·act_stride + b·kQ40Record; its 32 signed values first, then
 /// −8·Σ values (unused here: the weights enter the product as q − 8) and d_a at kQ40D).
+/// Tiles (kConfig's shapes): C tmm0, A tmm2 (16 tokens × 32 int8), B tmm4 (8 dwords × 16 rows).
 template <int G>
 void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nb, float* y,
                   int64_t ldy) {

@@ -123,13 +123,6 @@ inline __m512i q5k_mins_dot(const RowScales& s, const ActQ8K& a) {
   return im;
 }
 
-/// Q5_K nibbles v of chunk c (one dword of 16 rows) with each element's bit 4 added: bit c
-/// of the matching qh dword.
-inline __m512i add_bit4(__m512i v, __m512i qh, int c) {
-  const __mmask64 hb = _mm512_test_epi8_mask(qh, _mm512_set1_epi8(static_cast<char>(1 << c)));
-  return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
-}
-
 /// The unsigned weights of dword k (elements 32c+4k .. 32c+4k+3) of the 8 chunks c of 16
 /// rows; line(slice, dword) gives a quant slice's dword.
 template <GgmlType T, class Line>
