@@ -619,9 +619,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
   const int cpus = kernels::available_cpus(), threads = cfg.threads > 0 ? cfg.threads : cpus;
   const bool avx512 = kernels::best_isa() == kernels::Isa::kAvx512Vnni;
+  const char* gfni = avx512 && kernels::gfni_enabled() ? " + gfni" : "";
   const char* amx = !avx512 || !kernels::amx_available() ? "" : kernels::amx_enabled() ? " + amx" : " (amx off: PDSERVE_AMX)";
-  PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process), kernels: {}{}{}", threads, cpus, cpus == 1 ? "" : "s",
-               kernels::isa_name(kernels::best_isa()), amx, kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
+  PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process), kernels: {}{}{}{}", threads, cpus, cpus == 1 ? "" : "s",
+               kernels::isa_name(kernels::best_isa()), gfni, amx, kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
   if (threads > cpus)
     PDS_LOG_WARN("--threads {} is more than the {} CPU{} this process may run on: the threads take turns on a core, "
                  "which is slower than --threads {}",

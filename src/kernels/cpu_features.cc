@@ -29,7 +29,9 @@ CpuFeatures detect() {
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
     f.amx_tile = (edx & (1u << 24)) != 0;
     f.amx_int8 = (edx & (1u << 25)) != 0;
+    f.gfni = (ecx & (1u << 8)) != 0;
   }
+  f.amd = __builtin_cpu_is("amd");
   return f;
 }
 
@@ -74,13 +76,22 @@ bool request_amx_permission() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// False when the environment variable `name` is "0", "off" or "false".
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  const std::string_view s = v ? v : "";
+  return !(s == "0" || s == "off" || s == "false");
+}
+
 // AMX's switch: starts off when PDSERVE_AMX is "0" / "off" / "false".
 std::atomic<bool>& amx_switch() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("PDSERVE_AMX");
-    const std::string_view s = v ? v : "";
-    return !(s == "0" || s == "off" || s == "false");
-  }()};
+  static std::atomic<bool> on{env_on("PDSERVE_AMX")};
+  return on;
+}
+
+// GFNI's switch: starts off when PDSERVE_GFNI is "0" / "off" / "false".
+std::atomic<bool>& gfni_switch() {
+  static std::atomic<bool> on{env_on("PDSERVE_GFNI")};
   return on;
 }
 
@@ -150,6 +161,26 @@ bool force_amx(bool on) {
   amx_switch().store(on, std::memory_order_relaxed);
   return amx_enabled();
 }
+
+bool gfni_enabled() {
+  static const bool has = cpu_features().gfni && isa_available(Isa::kAvx512Vnni);
+  return has && gfni_switch().load(std::memory_order_relaxed);
+}
+
+bool force_gfni(bool on) {
+  gfni_switch().store(on, std::memory_order_relaxed);
+  return gfni_enabled();
+}
+
+namespace {
+std::atomic<bool>& vpermt2w_switch() {
+  static std::atomic<bool> on{cpu_features().amd};
+  return on;
+}
+}  // namespace
+
+bool prefer_vpermt2w() { return vpermt2w_switch().load(std::memory_order_relaxed); }
+void force_vpermt2w(bool on) { vpermt2w_switch().store(on, std::memory_order_relaxed); }
 
 Isa resolve_isa(Isa isa) {
   if (isa == Isa::kAuto) return best_isa();

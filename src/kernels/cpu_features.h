@@ -19,6 +19,8 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
   bool amx_tile = false, amx_int8 = false;  // CPUID leaf 7 EDX bits 24, 25 (the OS's part: amx_available())
+  bool gfni = false;                        // GF2P8AFFINEQB and kin (CPUID leaf 7 ECX bit 8)
+  bool amd = false;                         // vendor AuthenticAMD (some kernels pick an instruction by it)
 };
 const CpuFeatures& cpu_features();
 
@@ -61,6 +63,22 @@ bool amx_enabled();
 /// Turns the AMX GEMMs on (when available) or off from now on, in process (tests,
 /// benchmarks); returns amx_enabled().
 bool force_amx(bool on);
+
+/// True when the AVX-512 VNNI K-quant row kernels may unpack with GFNI's GF2P8AFFINEQB
+/// (qgemm_avx512_krows_gfni.cc): the CPU has GFNI and AVX-512 VNNI, not turned off by the
+/// environment variable PDSERVE_GFNI=0 (read once at start) or by force_gfni(false). The
+/// same bits either way.
+bool gfni_enabled();
+/// Turns the GFNI kernels on (when the CPU has GFNI) or off from now on, in process
+/// (tests, benchmarks); returns gfni_enabled().
+bool force_gfni(bool on);
+
+/// True when the K-quant row kernels pack two int16 sums with one VPERMT2W rather than a
+/// shift and a VPBLENDMW (qgemm_avx512_krows.inc): VPERMT2W is the faster on AMD, three
+/// micro-ops on Intel. Starts as cpu_features().amd; force_vpermt2w() (tests) sets it. The
+/// same bits either way.
+bool prefer_vpermt2w();
+void force_vpermt2w(bool on);
 
 /// The path a kernel family runs for a request: kAuto → best_isa(); a forced path the CPU
 /// lacks → the next one down it has (AVX-512 VNNI → AVX2 → scalar).

@@ -11,7 +11,7 @@
 //    Tiles16) so each int32 lane is one row, and every token's activations are broadcast
 //    4 bytes at a time: llama.cpp's repacked orders, one float per row and token
 //    (qgemm_avx512_repack.cc), the K-quants' vec_dot / tiled orders
-//    (qgemm_avx512_krows.cc) and Q8_0's vec_dot order (qgemm_avx512_q8_0.cc, Tiles16 only).
+//    (qgemm_avx512_krows.inc) and Q8_0's vec_dot order (qgemm_avx512_q8_0.cc, Tiles16 only).
 #pragma once
 
 #include <immintrin.h>
@@ -60,6 +60,9 @@ void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, i
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
 QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);
+/// kquant_row_kernel's gemm built with GFNI (qgemm_avx512_krows_gfni.cc), which that gemm
+/// calls while gfni_enabled(); null where kquant_row_kernel has none.
+QGemmFn kquant_row_gemm_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout);
 
 /// f16 at p (unaligned) as float.
 inline float load_f16(const void* p) {

@@ -254,7 +254,7 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
 ///  * Q4_K: acc = fma((float) s1, d_w*d_a, acc), acc_m = fma((float) s2, dmin_w*d_a, acc_m);
 ///    y = acc − acc_m (q4k_tile<false>);
 ///  * Q5_K: r = (float) s1·d_w, r = fma(−dmin_w, (float) s2, r), acc = fma(r, d_a, acc)
-///    (tile_tiled in qgemm_avx512_krows.cc);
+///    (tile_tiled in qgemm_avx512_krows.inc);
 /// s1 = Σ_j sc_j·Σ(q·a)_j, s2 = Σ_j m_j·bsum32_j per super-block.
 template <GgmlType T, int G>
 void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nsb, float* y,

@@ -1,7 +1,7 @@
 // AVX-512 VNNI pair kernels of the K-quants Q4_K and Q6_K in ggml's vec_dot order
 // (quants.h): per super-block 8 exact int32 lanes, lane k = Σ_c scale · Σ q·a over
 // elements 32c+4k .. 32c+4k+3; acc[k] = fma(d_a*d_w, lane_k, acc[k]); hsum_float_8; plus
-// the Q4_K mins term (4 lanes). (Q5_K has row kernels: qgemm_avx512_krows.cc.)
+// the Q4_K mins term (4 lanes). (Q5_K has row kernels: qgemm_avx512_krows.inc.)
 //
 // A 512-bit register holds one 32-value chunk of a row twice (unsigned q) and the same
 // chunk of two tokens (signed); VPMADDUBSW (pairs, exact here) then VPDPWSSD with the

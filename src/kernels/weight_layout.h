@@ -20,7 +20,7 @@
 //         apart instead (its 13 slices; 64-byte multiples), and the tile ends with
 //         every block's d: block b's 16 f16 at 32b after all the blocks, row r at 2r.
 // So one 64-byte load holds one int32 lane per row: what the AVX-512 row kernels
-// (qgemm_avx512_repack.cc, qgemm_avx512_krows.cc) otherwise build with a 16×16
+// (qgemm_avx512_repack.cc, qgemm_avx512_krows.inc) otherwise build with a 16×16
 // transposition per slice (Q8_0's, qgemm_avx512_q8_0.cc, runs on tiles only). This is
 // llama.cpp's idea of repacking at load (ggml-cpu/repack.cpp: block_q4_0x8, block_q4_Kx8)
 // with the interleave our kernels need. The bits of every product are unchanged: the

@@ -255,5 +255,57 @@ TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {
   kernels::set_compute_threads(saved);
 }
 
+// The Q5_K and Q6_K row kernels (qgemm_avx512_krows.inc) come in forms a CPU picks from: built
+// with GFNI or without, and the chunk-pair pack by VPERMT2W or by a shift and a blend. Every
+// form (each one this CPU can run), with AMX on and off (Q5_K's tiled order), decode,
+// prompt and mixed flags, both layouts (Q5_K), 1 and 2 threads, raw and quantised weights:
+// the scalar path's bits.
+TEST(KernelsQgemmTiles, KQuantRowKernelFormsGiveTheScalarBits) {
+  if (!kernels::isa_available(kernels::Isa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(41);
+  const int saved = kernels::compute_threads();
+  const bool saved_perm = kernels::prefer_vpermt2w();
+  const bool has_gfni = kernels::force_gfni(true);
+  int forms_run = 0;
+  for (GgmlType type : {GgmlType::Q5_K, GgmlType::Q6_K})
+    for (bool tiles : {true, false}) {
+      if (type == GgmlType::Q6_K && !tiles) continue;  // Q6_K's row kernels read tiles only
+      for (int64_t rows : {16, 48}) {
+        const int64_t cols = rows == 16 ? 256 : 768;
+        Weights w = make_weights(type, rows, cols, rows == 48, rng);
+        if (tiles) kernels::tile16_in_place(w.view);
+        for (int n : {1, 3, 8, 9, 17}) {
+          const std::vector<float> x = make_x(n, cols, n == 9, rng);
+          for (int pattern : {0, 1, 3, 4}) {
+            const std::vector<uint8_t> flags = make_flags(n, pattern);
+            std::vector<float> want(n * rows);
+            kernels::matmul(w.view, x.data(), n, want.data(), flags.data(), kernels::Isa::kScalar);
+            for (int threads : {1, 2})
+              for (bool gfni : {false, true})
+                for (bool perm : {false, true})
+                  for (bool amx : {false, true}) {
+                    if (gfni && !has_gfni) continue;
+                    kernels::set_compute_threads(threads);
+                    kernels::force_gfni(gfni);
+                    kernels::force_vpermt2w(perm);
+                    kernels::force_amx(amx);
+                    std::vector<float> got(n * rows, -1.f);
+                    kernels::matmul(w.view, x.data(), n, got.data(), flags.data(), kernels::Isa::kAvx512Vnni);
+                    ++forms_run;
+                    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+                        << gguf::type_name(type) << (tiles ? " tiles16" : " rows") << (gfni ? " gfni" : "") << (perm ? " vpermt2w" : " blend")
+                        << (amx ? " amx" : "") << " rows " << rows << " tokens " << n << " flags " << pattern << " threads " << threads;
+                  }
+          }
+        }
+      }
+    }
+  EXPECT_GT(forms_run, 0);
+  kernels::force_gfni(true);
+  kernels::force_vpermt2w(saved_perm);
+  kernels::force_amx(true);
+  kernels::set_compute_threads(saved);
+}
+
 }  // namespace
 }  // namespace pdserve
