@@ -93,6 +93,21 @@ inline __m512i add_bit4(__m512i v, __m512i qh, int c) {
   return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
 }
 
+/// A VPSHUFB control that gives every dword bytes (b0, b1, b2, b3) of itself (each 0..3, or
+/// −1 for a zero byte).
+struct DwordBytes {
+  alignas(64) int8_t c[64];
+  constexpr DwordBytes(int b0, int b1, int b2, int b3) : c{} {
+    const int b[4] = {b0, b1, b2, b3};
+    for (int i = 0; i < 64; ++i) c[i] = static_cast<int8_t>(b[i % 4] < 0 ? -128 : i % 16 / 4 * 4 + b[i % 4]);  // within a 128-bit lane
+  }
+  __m512i load() const { return _mm512_load_si512(c); }
+};
+// Bytes (0, 1) and (2, 3) as two words, zero-extended (Q4_K / Q5_K scale and min pairs);
+// byte k as the dword.
+inline constexpr DwordBytes kLowPair[2] = {{0, -1, 1, -1}, {2, -1, 3, -1}};
+inline constexpr DwordBytes kByte[4] = {{0, -1, -1, -1}, {1, -1, -1, -1}, {2, -1, -1, -1}, {3, -1, -1, -1}};
+
 /// 16 rows × 16 bytes transposed: out[k] int32 lane r = bytes 4k..4k+3 of the 16 bytes
 /// at rp[r] + off.
 inline void transpose16x16(const uint8_t* const* rp, int64_t off, __m512i out[4]) {

@@ -152,24 +152,21 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
     const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
     const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
-    const __m512i ff = _mm512_set1_epi32(0xFF);
-    // m_2c | m_2c+1 << 16 for c = 0..3 (int16 pairs for VPDPWSSD)
+    // m_2c | m_2c+1 << 16 for c = 0..3 (int16 pairs for VPDPWSSD), one VPSHUFB each
     __m512i mn_pair[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512i mns = c < 2 ? mn03 : mn47;
-      const int sh = 16 * (c % 2);
-      mn_pair[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mns, sh), ff),
-                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mns, sh + 8), ff), 16));
-    }
+    for (int c = 0; c < 4; ++c) mn_pair[c] = _mm512_shuffle_epi8(c < 2 ? mn03 : mn47, kLowPair[c % 2].load());
     for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
       const __m512i scs = c < 2 ? sc03 : sc47;
-      const int sh = 16 * (c % 2);
-      const __m512i sc_lo = _mm512_and_si512(_mm512_srli_epi32(scs, sh), ff);
-      const __m512i sc_hi = _mm512_and_si512(_mm512_srli_epi32(scs, sh + 8), ff);
-      const __m512 sc_lo_f = _mm512_cvtepi32_ps(sc_lo), sc_hi_f = _mm512_cvtepi32_ps(sc_hi);
+      // The GEMV's sub-block 2c scale times 16 (see wh), the float scales for the GEMM.
+      const __m512i sc_lo16 = _mm512_slli_epi32(_mm512_shuffle_epi8(scs, kByte[2 * (c % 2)].load()), 4);
+      const __m512i sc_hi = _mm512_shuffle_epi8(scs, kByte[2 * (c % 2) + 1].load());
+      const __m512 sc_lo_f = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(scs, kByte[2 * (c % 2)].load()));
+      const __m512 sc_hi_f16 = _mm512_mul_ps(_mm512_cvtepi32_ps(sc_hi), _mm512_set1_ps(0.0625f));  // sc_hi / 16, exact
       // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
-      // sub-block = elements 4m .. 4m+3.
+      // sub-block = elements 4m .. 4m+3. The high nibbles stay in place (16·q, one VPANDD
+      // rather than a shift and a VPANDD): their sums come out 16 times too big, exactly, and
+      // the scale steps divide it out (sc_lo16, sc_hi_f16).
       __m512i wl[8], wh[8];
 #pragma GCC unroll 16
       for (int h = 0; h < 2; ++h) {
@@ -178,7 +175,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
 #pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
           wl[4 * h + k] = _mm512_and_si512(raw[k], m4);
-          wh[4 * h + k] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
+          wh[4 * h + k] = _mm512_andnot_si512(m4, raw[k]);
         }
       }
 #pragma GCC unroll 16
@@ -197,9 +194,12 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
           // Σ_j sc_j·Σ(q·a)_j in float: |Σ(q·a)_j| ≤ 32·15·128 < 2^16 and sc_j < 2^6, so
           // each product and the sum (< 2^24) are exact: the int32 sum's value, without
           // VPMULLD (two µops on port 0 of Intel cores) or the conversion later.
-          _mm512_store_ps(fsum[t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi), sc_hi_f, _mm512_mul_ps(_mm512_cvtepi32_ps(sl), sc_lo_f)));
+          // shi = 16·Σ(q·a)_2c+1 (< 2^24, exact as float) times sc / 16: the same exact product.
+          _mm512_store_ps(fsum[t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi), sc_hi_f16, _mm512_mul_ps(_mm512_cvtepi32_ps(sl), sc_lo_f)));
         } else {
-          const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo), _mm512_mullo_epi32(shi, sc_hi));
+          // 16 times the sub-blocks' Σ_j sc_j·Σ(q·a)_j (< 2^31: 8·32·15·128·63·16), made exact
+          // int32 again by >> 4 after the super-block.
+          const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sl, sc_lo16), _mm512_mullo_epi32(shi, sc_hi));
           const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
           _mm512_store_si512(isum[t], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[t]), is));
           _mm512_store_si512(imin[t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[t]), im));
@@ -228,7 +228,8 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const __m512 da = _mm512_set1_ps(at[t][i].d);
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(isum[t])), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
+        const __m512i is = _mm512_srai_epi32(_mm512_load_si512(isum[t]), 4);
+        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
         _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
       }
   }
