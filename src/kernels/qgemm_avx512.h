@@ -108,6 +108,33 @@ struct DwordBytes {
 inline constexpr DwordBytes kLowPair[2] = {{0, -1, 1, -1}, {2, -1, 3, -1}};
 inline constexpr DwordBytes kByte[4] = {{0, -1, -1, -1}, {1, -1, -1, -1}, {2, -1, -1, -1}, {3, -1, -1, -1}};
 
+/// The header of a Q4_K or Q5_K super-block for 16 rows (int32 lane r = row r): d, dmin and
+/// the 6-bit scales and mins of its 8 sub-blocks, unpacked as ggml's get_scale_min_k4 (its
+/// kmask form). Src: RowTile or Tiles16 (slice()).
+struct K4Header {
+  __m512 d, dmin;
+  __m512i sc[2], mn[2];  // byte j of sc[0] / sc[1]: scale j / j + 4 (mn: the mins)
+  template <class Src>
+  K4Header(const Src& rt, int64_t block_bytes, int64_t i) {
+    const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
+    __m512i hd[4];  // dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11]
+    rt.slice(block_bytes, i, 0, hd);
+    d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
+    dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
+    sc[0] = _mm512_and_si512(hd[1], km1);
+    mn[0] = _mm512_and_si512(hd[2], km1);
+    sc[1] = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
+  }
+  /// The scale of sub-block j (0..7) of each row, as int32 (one VPSHUFB).
+  __m512i scale(int j) const { return _mm512_shuffle_epi8(sc[j / 4], kByte[j % 4].load()); }
+  /// sc_2c | sc_2c+1 << 16 of each row (c = 0..3; int16 pairs for VPDPWSSD).
+  __m512i scale_pair(int c) const { return _mm512_shuffle_epi8(sc[c / 2], kLowPair[c % 2].load()); }
+  /// m_2c | m_2c+1 << 16 of each row (c = 0..3; int16 pairs for VPDPWSSD).
+  __m512i min_pair(int c) const { return _mm512_shuffle_epi8(mn[c / 2], kLowPair[c % 2].load()); }
+};
+
 /// 16 rows × 16 bytes transposed: out[k] int32 lane r = bytes 4k..4k+3 of the 16 bytes
 /// at rp[r] + off.
 inline void transpose16x16(const uint8_t* const* rp, int64_t off, __m512i out[4]) {

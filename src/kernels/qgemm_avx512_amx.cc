@@ -60,35 +60,6 @@ struct alignas(64) Q4KSuper {
   uint8_t wq[4][2][8][64];  // sub-block 2c + h: B row m = elements 4m .. 4m+3 of the 16 rows
 };
 
-/// The header of a Q4_K / Q5_K super-block of 16 rows (slice 0: dword 0 = d | dmin << 16,
-/// dwords 1..3 = scales[0..11]), decoded as get_scale_min_k4 does (ggml's kmask form), the
-/// same steps as q4k_tile's.
-struct K4Header {
-  __m512 d, dmin;
-  __m512i sc[2], mn[2];  // byte j of sc[0] / sc[1]: scale j / j + 4 (mn: the mins)
-  K4Header(const Tiles16& rt, int64_t block_bytes, int64_t i) {
-    const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
-    __m512i hd[4];
-    rt.slice(block_bytes, i, 0, hd);
-    d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
-    dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
-    sc[0] = _mm512_and_si512(hd[1], km1);
-    mn[0] = _mm512_and_si512(hd[2], km1);
-    sc[1] = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
-    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
-                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
-  }
-  /// The scale of sub-block 2c + h of each row, as int32.
-  __m512i scale(int c, int h) const { return byte(sc[c / 2], 2 * (c % 2) + h); }
-  /// m_2c | m_2c+1 << 16 of each row (int16 pairs for VPDPWSSD).
-  __m512i min_pair(int c) const {
-    return _mm512_or_si512(byte(mn[c / 2], 2 * (c % 2)), _mm512_slli_epi32(byte(mn[c / 2], 2 * (c % 2) + 1), 16));
-  }
-
- private:
-  static __m512i byte(__m512i v, int j) { return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF)); }
-};
-
 inline void unpack_super(const Tiles16& rt, int64_t i, Q4KSuper* o) {
   constexpr int64_t kBlock = sizeof(BlockQ4_K);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -98,8 +69,8 @@ inline void unpack_super(const Tiles16& rt, int64_t i, Q4KSuper* o) {
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     o->mn_pair[c] = hd.min_pair(c);
-    o->sc[c][0] = _mm512_cvtepi32_ps(hd.scale(c, 0));
-    o->sc[c][1] = _mm512_cvtepi32_ps(hd.scale(c, 1));
+    o->sc[c][0] = _mm512_cvtepi32_ps(hd.scale(2 * c));
+    o->sc[c][1] = _mm512_cvtepi32_ps(hd.scale(2 * c + 1));
     // qs[32c .. 32c+31]: low nibbles = sub-block 2c, high = 2c+1.
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -224,7 +195,7 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
     __m512i part[2][2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m512i sc = hd.scale(c, h);
+      const __m512i sc = hd.scale(2 * c + h);
       part[h][0] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32((1 << kS) - 1)), w16);
       part[h][1] = _mm512_mullo_epi32(_mm512_srli_epi32(sc, kS), w16);
     }

@@ -138,30 +138,18 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
   alignas(64) float fsum[TT][kGemm ? 4 : 1][16];
   alignas(64) int32_t isum[TT][16], imin[TT][16];
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i km1 = _mm512_set1_epi32(0x3f3f3f3f), km2 = _mm512_set1_epi32(0x0f0f0f0f), km3 = _mm512_set1_epi32(0x03030303);
   for (int64_t i = 0; i < nsb; ++i) {
     pf.part(i);
     constexpr int64_t kBlock = sizeof(BlockQ4_K);
-    // Header of 16 rows: dword 0 = d | dmin << 16, dwords 1..3 = scales[0..11].
-    __m512i hd[4];
-    rt.slice(kBlock, i, 0, hd);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hd[0]));
-    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hd[0], 16)));
-    // get_scale_min_k4 on 16 rows (ggml's kmask form): bytes j of sc03/sc47 = scale j / j+4.
-    const __m512i sc03 = _mm512_and_si512(hd[1], km1), mn03 = _mm512_and_si512(hd[2], km1);
-    const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(hd[3], km2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[1], 6), km3), 4));
-    const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hd[3], 4), km2),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hd[2], 6), km3), 4));
-    // m_2c | m_2c+1 << 16 for c = 0..3 (int16 pairs for VPDPWSSD), one VPSHUFB each
-    __m512i mn_pair[4];
+    const K4Header hd(rt, kBlock, i);
+    const __m512 d = hd.d, dmin = hd.dmin;
+    __m512i mn_pair[4];  // m_2c | m_2c+1 << 16 (int16 pairs for VPDPWSSD)
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) mn_pair[c] = _mm512_shuffle_epi8(c < 2 ? mn03 : mn47, kLowPair[c % 2].load());
+    for (int c = 0; c < 4; ++c) mn_pair[c] = hd.min_pair(c);
     for (int c = 0; c < 4; ++c) {  // sub-blocks 2c, 2c+1
-      const __m512i scs = c < 2 ? sc03 : sc47;
       // The GEMV's sub-block 2c scale times 16 (see wh), the float scales for the GEMM.
-      const __m512i sc_lo16 = _mm512_slli_epi32(_mm512_shuffle_epi8(scs, kByte[2 * (c % 2)].load()), 4);
-      const __m512i sc_hi = _mm512_shuffle_epi8(scs, kByte[2 * (c % 2) + 1].load());
-      const __m512 sc_lo_f = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(scs, kByte[2 * (c % 2)].load()));
+      const __m512i sc_lo = hd.scale(2 * c), sc_hi = hd.scale(2 * c + 1), sc_lo16 = _mm512_slli_epi32(sc_lo, 4);
+      const __m512 sc_lo_f = _mm512_cvtepi32_ps(sc_lo);
       const __m512 sc_hi_f16 = _mm512_mul_ps(_mm512_cvtepi32_ps(sc_hi), _mm512_set1_ps(0.0625f));  // sc_hi / 16, exact
       // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
       // sub-block = elements 4m .. 4m+3. The high nibbles stay in place (16·q, one VPANDD
