@@ -150,7 +150,8 @@ Isa force_isa(Isa isa) {
 bool amx_available() {
   static const bool ok = [] {
     const CpuFeatures& f = cpu_features();
-    return f.amx_tile && f.amx_int8 && isa_available(Isa::kAvx512Vnni) && request_amx_permission();
+    // GFNI too: the AMX file is built with it (every AMX CPU so far has it).
+    return f.amx_tile && f.amx_int8 && f.gfni && isa_available(Isa::kAvx512Vnni) && request_amx_permission();
   }();
   return ok;
 }

@@ -52,8 +52,8 @@ bool isa_set_by_env();
 /// finish on the path they started with.
 Isa force_isa(Isa isa);
 
-/// True when this process may run AMX-INT8 tile instructions: the CPU has AMX-TILE and
-/// AMX-INT8 and Linux granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+/// True when this process may run AMX-INT8 tile instructions: the CPU has AMX-TILE,
+/// AMX-INT8 (and GFNI, which qgemm_avx512_amx.cc also uses) and Linux granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
 /// once, process-wide; see the kernel's Documentation/arch/x86/xstate.rst).
 bool amx_available();
 /// True when the AVX-512 VNNI kernels may hand their GEMMs to AMX tiles (qgemm_avx512_amx.cc):

@@ -64,6 +64,11 @@ QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);
 /// calls while gfni_enabled(); null where kquant_row_kernel has none.
 QGemmFn kquant_row_gemm_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout);
 
+/// The GF2P8AFFINEQB matrix (a qword) whose product moves bit `from` of every byte to bit
+/// `to`: output bit i is the parity of (matrix byte 7 − i) & input (Intel SDM, GF2P8AFFINEQB).
+/// For the files built with GFNI (qgemm_avx512_krows_gfni.cc, qgemm_avx512_amx.cc).
+constexpr long long gf_move_bit(int from, int to) { return static_cast<long long>((1ULL << from) << (8 * (7 - to))); }
+
 /// f16 at p (unaligned) as float.
 inline float load_f16(const void* p) {
   uint16_t h;
@@ -107,6 +112,8 @@ struct DwordBytes {
 // byte k as the dword.
 inline constexpr DwordBytes kLowPair[2] = {{0, -1, 1, -1}, {2, -1, 3, -1}};
 inline constexpr DwordBytes kByte[4] = {{0, -1, -1, -1}, {1, -1, -1, -1}, {2, -1, -1, -1}, {3, -1, -1, -1}};
+// Byte k in both words of the dword (zero-extended).
+inline constexpr DwordBytes kByteTwice[4] = {{0, -1, 0, -1}, {1, -1, 1, -1}, {2, -1, 2, -1}, {3, -1, 3, -1}};
 
 /// The header of a Q4_K or Q5_K super-block for 16 rows (int32 lane r = row r): d, dmin and
 /// the 6-bit scales and mins of its 8 sub-blocks, unpacked as ggml's get_scale_min_k4 (its

@@ -178,7 +178,7 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
   constexpr int64_t kBlock = T == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
   constexpr int64_t kQs = T == GgmlType::Q4_K ? offsetof(BlockQ4_K, qs) : offsetof(BlockQ5_K, qs);
   constexpr int kS = kScaleSplit<T>;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), w16 = _mm512_set1_epi32(0x10001);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
   const K4Header hd(rt, kBlock, i);  // Q4_K's and Q5_K's headers are alike
   o->d = hd.d;
   o->dmin = hd.dmin;
@@ -195,9 +195,10 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
     __m512i part[2][2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m512i sc = hd.scale(2 * c + h);
-      part[h][0] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32((1 << kS) - 1)), w16);
-      part[h][1] = _mm512_mullo_epi32(_mm512_srli_epi32(sc, kS), w16);
+      const int j = 2 * c + h;
+      const __m512i sc = _mm512_shuffle_epi8(hd.sc[j / 4], kByteTwice[j % 4].load());  // in both int16 halves
+      part[h][0] = _mm512_and_si512(sc, _mm512_set1_epi16((1 << kS) - 1));
+      part[h][1] = _mm512_srli_epi16(sc, kS);
     }
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -205,10 +206,14 @@ inline void unpack_super_b(const Tiles16& rt, int64_t i, SuperB* o) {
       rt.slice(kBlock, i, kQs + 32 * c + 16 * h, raw);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        __m512i lo = _mm512_and_si512(raw[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
-        if constexpr (T == GgmlType::Q5_K) {
-          lo = add_bit4(lo, qh[4 * h + k], 2 * c);
-          hi = add_bit4(hi, qh[4 * h + k], 2 * c + 1);
+        __m512i lo = raw[k], hi = _mm512_srli_epi16(raw[k], 4);
+        if constexpr (T == GgmlType::Q5_K) {  // nibble | bit 2c (2c + 1) of qh moved to bit 4 by GF2P8AFFINEQB
+          const __m512i q = qh[4 * h + k];
+          lo = _mm512_ternarylogic_epi32(lo, m4, _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(gf_move_bit(2 * c, 4)), 0), 0xEA);
+          hi = _mm512_ternarylogic_epi32(hi, m4, _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(gf_move_bit(2 * c + 1, 4)), 0), 0xEA);
+        } else {
+          lo = _mm512_and_si512(lo, m4);
+          hi = _mm512_and_si512(hi, m4);
         }
 #pragma GCC unroll 2
         for (int p = 0; p < 2; ++p) {
