@@ -619,10 +619,19 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& cfg) {
                cfg.prefix_cache ? std::string("on (") + kv::eviction_policy_name(cfg.eviction) + ")" : std::string("off"));
   const int cpus = kernels::available_cpus(), threads = cfg.threads > 0 ? cfg.threads : cpus;
   const bool avx512 = kernels::best_isa() == kernels::Isa::kAvx512Vnni;
-  const char* gfni = avx512 && kernels::gfni_enabled() ? " + gfni" : "";
-  const char* amx = !avx512 || !kernels::amx_available() ? "" : kernels::amx_enabled() ? " + amx" : " (amx off: PDSERVE_AMX)";
+  // The extensions the AVX-512 path uses (" + gfni + amx"), then the ones the CPU has but the
+  // environment turned off (" (gfni off: PDSERVE_GFNI)").
+  std::string on, off;
+  if (avx512 && kernels::cpu_features().gfni) {
+    if (kernels::gfni_enabled()) on += " + gfni";
+    else off += " (gfni off: PDSERVE_GFNI)";
+  }
+  if (avx512 && kernels::amx_available()) {
+    if (kernels::amx_enabled()) on += " + amx";
+    else off += " (amx off: PDSERVE_AMX)";
+  }
   PDS_LOG_INFO("compute threads: {} ({} CPU{} available to this process), kernels: {}{}{}{}", threads, cpus, cpus == 1 ? "" : "s",
-               kernels::isa_name(kernels::best_isa()), gfni, amx, kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
+               kernels::isa_name(kernels::best_isa()), on, off, kernels::isa_set_by_env() ? " (PDSERVE_ISA)" : "");
   if (threads > cpus)
     PDS_LOG_WARN("--threads {} is more than the {} CPU{} this process may run on: the threads take turns on a core, "
                  "which is slower than --threads {}",
