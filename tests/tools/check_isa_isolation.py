@@ -8,6 +8,12 @@ usage: check_isa_isolation.py BUILD_DIR BINARY
 * Every function of BINARY that contains one is defined by a per-ISA object and by no
   other object: an inline function or template instantiated in both would let the linker
   keep the AVX-512 copy for generic callers (one COMDAT copy survives).
+* The same one level up, for the per-ISA objects built with an extension on top of
+  AVX-512 (GFNI: *_gfni.cc and the AMX file; AMX: the AMX file): every function with one
+  of its instructions, in BINARY or in such an object, is defined by such an object and by
+  no other object as a shared (global or weak) symbol, so that a CPU without the extension
+  (Cascade Lake has AVX-512 VNNI but no GFNI) never runs one through a COMDAT copy, whatever
+  copy the linker keeps.
 Exit status 1 with the offenders listed, else 0.
 """
 import pathlib
@@ -34,9 +40,29 @@ def evex_functions(path):
     return found
 
 
-def defined_functions(path):
+def defined_functions(path, types="TtWw"):
     out = subprocess.run(["nm", "--defined-only", str(path)], check=True, capture_output=True, text=True).stdout
-    return {parts[2] for parts in (l.split() for l in out.splitlines()) if len(parts) == 3 and parts[1] in "TtWw"}
+    return {parts[2] for parts in (l.split() for l in out.splitlines()) if len(parts) == 3 and parts[1] in types}
+
+
+# Extensions beyond the AVX-512 baseline: (name, mnemonic pattern, objects built with it).
+EXTENSIONS = [
+    ("GFNI", re.compile(r"\tv?gf2p8"), re.compile(r"(_gfni|_amx)\.cc\.o$")),
+    ("AMX", re.compile(r"\t(tdpb|tileloadd|tilestored|ldtilecfg|sttilecfg|tilerelease|tilezero)"), re.compile(r"_amx\.cc\.o$")),
+]
+
+
+def functions_with(path, mnemonic):
+    """Functions of an object or binary with at least one instruction matching `mnemonic`."""
+    out = subprocess.run(["objdump", "-d", "-w", str(path)], check=True, capture_output=True, text=True).stdout
+    found, func = set(), None
+    for line in out.splitlines():
+        m = FUNC.match(line)
+        if m:
+            func = m.group(1)
+        elif func and mnemonic.search(line):
+            found.add(func)
+    return found
 
 
 def main():
@@ -61,6 +87,18 @@ def main():
             errors.append(f"{binary.name}: AVX-512 instruction in {f}, not from a per-ISA object")
         elif f in generic_defs:
             errors.append(f"{binary.name}: {f} has AVX-512 code and is also compiled for the baseline (shared COMDAT)")
+    for name, mnemonic, built_with in EXTENSIONS:
+        ext_objs = [p for p in objects if built_with.search(p.name)]
+        ext_defs = set().union(*(defined_functions(p) for p in ext_objs)) if ext_objs else set()
+        shared_elsewhere = set().union(*(defined_functions(p, "TW") for p in objects if p not in ext_objs))
+        for p in ext_objs:  # a copy the linker may keep today or after any change of link order
+            for f in sorted(functions_with(p, mnemonic) & shared_elsewhere):
+                errors.append(f"{p.relative_to(build)}: {f} has {name} code and is also a shared symbol of an object built without it")
+        for f in sorted(functions_with(binary, mnemonic)):
+            if f not in ext_defs:
+                errors.append(f"{binary.name}: {name} instruction in {f}, not from an object built with {name}")
+            elif f in shared_elsewhere:
+                errors.append(f"{binary.name}: {f} has {name} code and is also a shared symbol of an object built without it")
     for e in errors:
         print(e)
     print(f"{len(per_isa)} per-ISA objects, {len(generic)} generic objects, {binary.name}: {len(errors)} problems")
