@@ -5,8 +5,7 @@
 // One 64-byte line of a tile is dword g of 16 rows (weight_layout.h), so one VPDPBUSD with
 // the token's 4 activations of group g broadcast gives p_g of 16 rows: lane r is row r,
 // and the 8 groups stay in 8 registers. The weights enter VPDPBUSD as unsigned w ^ 0x80 =
-// w + 128 (so the tiles store them: weight_layout.h), and each sum starts from −128 · Σ a
-// over the group, so p_g is exact. The
+// w + 128, and each sum starts from −128 · Σ a over the group, so p_g is exact. The
 // pair kernel (qgemm_avx512_legacy.cc, still used on --mmap's row layout) holds one block
 // of two tokens in a register, so a decode step half-fills it; here every lane is used at
 // any token count. No software prefetch: a tile is one sequential stream, and prefetching
@@ -63,6 +62,7 @@ void q80_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_strid
 /// One 16-row tile (at `tile`, nb blocks of 16 · 34 bytes) against TT tokens.
 template <int TT>
 void q80_tile(const uint8_t* tile, const Q80Block* const* at, int64_t nb, float* y, int64_t ldy) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[TT][8];
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t)
@@ -73,7 +73,7 @@ void q80_tile(const uint8_t* tile, const Q80Block* const* at, int64_t nb, float*
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i wv[8];
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) wv[g] = _mm512_loadu_si512(blk + 32 + 64 * g);  // w + 128
+    for (int g = 0; g < 8; ++g) wv[g] = _mm512_xor_si512(_mm512_loadu_si512(blk + 32 + 64 * g), flip);
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) {
       const Q80Block& a = at[t][b];

@@ -57,16 +57,9 @@ void convert_tile(GgmlType t, int64_t row_bytes, int64_t r_begin, int64_t r_end,
   const bool q6 = t == GgmlType::Q6_K;
   const int64_t tile_block = kTileRows * (q6 ? kQ6KSlices : bb);
   const std::vector<Unit> us = units(t);
-  const uint32_t flip = t == GgmlType::Q8_0 ? 0x80808080u : 0;  // Q8_0's quants as q + 128 in tiles
-  auto copy = [flip](uint8_t* tile_at, uint8_t* row_at, int64_t size) {
-    if (size == 4) {
-      uint32_t v;
-      std::memcpy(&v, kToTiles ? row_at : tile_at, 4);
-      v ^= flip;
-      std::memcpy(kToTiles ? tile_at : row_at, &v, 4);
-    } else {
-      std::memcpy(kToTiles ? tile_at : row_at, kToTiles ? row_at : tile_at, 2);
-    }
+  auto copy = [](uint8_t* tile_at, uint8_t* row_at, int64_t size) {
+    if (size == 4) std::memcpy(kToTiles ? tile_at : row_at, kToTiles ? row_at : tile_at, 4);
+    else std::memcpy(kToTiles ? tile_at : row_at, kToTiles ? row_at : tile_at, 2);
   };
   for (int64_t r = r_begin; r < r_end; ++r) {
     uint8_t* row = rows + (r - r_begin) * row_bytes;

@@ -8,9 +8,7 @@
 // Q6_K 144 / 176 / 210 bytes a row) is 16 · block bytes at that many times b, and inside it
 //   Q4_0: bytes [0, 32) the 16 rows' f16 scales d, row r at 2r; then for k = 0..3,
 //         bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3 of every row, row r at 4r;
-//   Q8_0: as Q4_0, with k = 0..7 (bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3),
-//         each quant stored as q ^ 0x80 = q + 128 (unsigned: VPDPBUSD's weight operand,
-//         which the kernel no longer makes block by block).
+//   Q8_0: as Q4_0, with k = 0..7 (bytes [32 + 64k, 96 + 64k): quant bytes 4k .. 4k + 3).
 //         A block is 544 bytes, so every other block's lines straddle two cache lines;
 //         Q6_K's way (the d of all blocks after them, every line aligned) decoded no
 //         faster than the old pair kernel here, this one 17–20 % faster (bench/RESULTS.md,
