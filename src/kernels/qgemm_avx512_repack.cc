@@ -152,7 +152,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
       const __m512 sc_lo_f = _mm512_cvtepi32_ps(sc_lo);
       const __m512 sc_hi_f16 = _mm512_mul_ps(_mm512_cvtepi32_ps(sc_hi), _mm512_set1_ps(0.0625f));  // sc_hi / 16, exact
       // Weights: qs[32c .. 32c+31]; low nibbles = sub-block 2c, high = 2c+1; dword m of a
-      // sub-block = elements 4m .. 4m+3. The high nibbles stay in place (16·q, one VPANDD
+      // sub-block = elements 4m .. 4m+3. The high nibbles stay in place (16·q, one VPANDND
       // rather than a shift and a VPANDD): their sums come out 16 times too big, exactly, and
       // the scale steps divide it out (sc_lo16, sc_hi_f16).
       __m512i wl[8], wh[8];
