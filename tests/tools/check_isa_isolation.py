@@ -27,15 +27,16 @@ EVEX = re.compile(r"^\s*[0-9a-f]+:\t(?:(?:26|2e|36|3e|64|65|67) )*62 [0-9a-f ]*\
 FUNC = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 
 
-def evex_functions(path):
-    """Functions of an object or binary with at least one EVEX instruction."""
+def functions_with(path, pattern):
+    """Functions of an object or binary with at least one `objdump -d` line matching `pattern`
+    (EVEX: an AVX-512 instruction; an extension's mnemonics)."""
     out = subprocess.run(["objdump", "-d", "-w", str(path)], check=True, capture_output=True, text=True).stdout
     found, func = set(), None
     for line in out.splitlines():
         m = FUNC.match(line)
         if m:
             func = m.group(1)
-        elif func and EVEX.match(line):
+        elif func and pattern.search(line):
             found.add(func)
     return found
 
@@ -52,19 +53,6 @@ EXTENSIONS = [
 ]
 
 
-def functions_with(path, mnemonic):
-    """Functions of an object or binary with at least one instruction matching `mnemonic`."""
-    out = subprocess.run(["objdump", "-d", "-w", str(path)], check=True, capture_output=True, text=True).stdout
-    found, func = set(), None
-    for line in out.splitlines():
-        m = FUNC.match(line)
-        if m:
-            func = m.group(1)
-        elif func and mnemonic.search(line):
-            found.add(func)
-    return found
-
-
 def main():
     build, binary = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     objects = sorted(p for p in (build / "src").rglob("*.o"))
@@ -76,13 +64,13 @@ def main():
     errors = []
     generic_defs = set()
     for p in generic:
-        for f in sorted(evex_functions(p)):
+        for f in sorted(functions_with(p, EVEX)):
             errors.append(f"{p.relative_to(build)}: AVX-512 instruction in {f}")
         generic_defs |= defined_functions(p)
     isa_defs = set()
     for p in per_isa:
         isa_defs |= defined_functions(p)
-    for f in sorted(evex_functions(binary)):
+    for f in sorted(functions_with(binary, EVEX)):
         if f not in isa_defs:
             errors.append(f"{binary.name}: AVX-512 instruction in {f}, not from a per-ISA object")
         elif f in generic_defs:
