@@ -60,9 +60,9 @@ void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, i
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
 QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);
-/// kquant_row_kernel's gemm built with GFNI (qgemm_avx512_krows_gfni.cc), which that gemm
-/// calls while gfni_enabled(); null where kquant_row_kernel has none.
-QGemmFn kquant_row_gemm_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout);
+/// The same kernels built with GFNI (qgemm_avx512_krows_gfni.cc), which kquant_row_kernel
+/// returns while gfni_enabled(); perm: the chunk-pair pack by VPERMT2W (prefer_vpermt2w()).
+QKernel kquant_row_kernel_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout, bool perm);
 
 /// The GF2P8AFFINEQB matrix (a qword) whose product moves bit `from` of every byte to bit
 /// `to`: output bit i is the parity of (matrix byte 7 − i) & input (Intel SDM, GF2P8AFFINEQB).

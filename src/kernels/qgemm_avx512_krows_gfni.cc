@@ -5,6 +5,8 @@
 
 namespace pdserve::kernels::avx512 {
 
-QGemmFn kquant_row_gemm_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout) { return row_kernel(t, order, layout).gemm; }
+QKernel kquant_row_kernel_gfni(gguf::GgmlType t, QOrder order, WeightLayout layout, bool perm) {
+  return row_kernel(t, order, layout, perm);
+}
 
 }  // namespace pdserve::kernels::avx512

@@ -264,7 +264,7 @@ TEST(KernelsQgemmTiles, KQuantRowKernelFormsGiveTheScalarBits) {
   if (!kernels::isa_available(kernels::Isa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   std::mt19937 rng(41);
   const int saved = kernels::compute_threads();
-  const bool saved_perm = kernels::prefer_vpermt2w();
+  const bool saved_perm = kernels::prefer_vpermt2w(), saved_gfni = kernels::gfni_enabled(), saved_amx = kernels::amx_enabled();
   const bool has_gfni = kernels::force_gfni(true);
   int forms_run = 0;
   for (GgmlType type : {GgmlType::Q5_K, GgmlType::Q6_K})
@@ -301,9 +301,9 @@ TEST(KernelsQgemmTiles, KQuantRowKernelFormsGiveTheScalarBits) {
       }
     }
   EXPECT_GT(forms_run, 0);
-  kernels::force_gfni(true);
+  kernels::force_gfni(saved_gfni);
   kernels::force_vpermt2w(saved_perm);
-  kernels::force_amx(true);
+  kernels::force_amx(saved_amx);
   kernels::set_compute_threads(saved);
 }
 
