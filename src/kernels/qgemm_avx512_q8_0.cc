@@ -8,9 +8,10 @@
 // w + 128, and each sum starts from −128 · Σ a over the group, so p_g is exact. The
 // pair kernel (qgemm_avx512_legacy.cc, still used on --mmap's row layout) holds one block
 // of two tokens in a register, so a decode step half-fills it; here every lane is used at
-// any token count. No software prefetch: a tile is one sequential stream, and prefetching
-// the next tile (TilePrefetch) made decode 7–25 % slower (bench/RESULTS.md, "Q8_0 in
-// 16-row tiles").
+// any token count. Up to kAheadMaxTokens tokens (decode) it prefetches TilePrefetch::ahead(),
+// one block's share per block: BM_GemvLayers/Q8_0 14.6 -> 16.3 GB/s on the Intel Xeon
+// (2026-12-06, 1 thread). Prefetching the next tile instead had made decode 7–25 % slower
+// (bench/RESULTS.md, "Q8_0 in 16-row tiles"), so larger batches prefetch nothing.
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -61,7 +62,7 @@ void q80_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_strid
 
 /// One 16-row tile (at `tile`, nb blocks of 16 · 34 bytes) against TT tokens.
 template <int TT>
-void q80_tile(const uint8_t* tile, const Q80Block* const* at, int64_t nb, float* y, int64_t ldy) {
+void q80_tile(const uint8_t* tile, const TilePrefetch& pf, const Q80Block* const* at, int64_t nb, float* y, int64_t ldy) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[TT][8];
 #pragma GCC unroll 16
@@ -69,6 +70,7 @@ void q80_tile(const uint8_t* tile, const Q80Block* const* at, int64_t nb, float*
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) acc[t][g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    pf.part(b);
     const uint8_t* blk = tile + 16 * sizeof(BlockQ8_0) * b;  // 16 f16 d, then 8 lines of dwords
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i wv[8];
@@ -96,7 +98,7 @@ void q80_tile(const uint8_t* tile, const Q80Block* const* at, int64_t nb, float*
 
 template <int... I>
 constexpr auto q80_tiles(std::integer_sequence<int, I...>) {
-  return std::array<void (*)(const uint8_t*, const Q80Block* const*, int64_t, float*, int64_t), sizeof...(I)>{q80_tile<I + 1>...};
+  return std::array<void (*)(const uint8_t*, const TilePrefetch&, const Q80Block* const*, int64_t, float*, int64_t), sizeof...(I)>{q80_tile<I + 1>...};
 }
 
 // r0, r1: multiples of 16 (the matmul's row chunks of a kTiles16 matrix).
@@ -109,7 +111,8 @@ void q80_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
     const int tt = std::min(kMaxTok, n_tok - t0);
     const Q80Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
-    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](base + r * w.row_bytes, at, nb, y + t0 * ldy + r, ldy);
+    for (int64_t r = r0; r < r1; r += 16)
+      tiles[tt - 1](base + r * w.row_bytes, tile_prefetch<Tiles16>(w, r, nb, n_tok, /*next_tile=*/false), at, nb, y + t0 * ldy + r, ldy);
   }
 }
 

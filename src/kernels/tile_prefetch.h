@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 
 namespace pdserve::kernels {
@@ -27,6 +28,15 @@ class TilePrefetch {
   TilePrefetch() = default;
   /// For a tile read front to back: part i prefetches the tile's bytes [i·step, (i+1)·step)
   /// shifted kAheadBytes further (into the next tile near the end; nothing past the matrix).
+  /// On Intel each prefetch follows 14 NOPs. On the 2-core Intel Xeon (Granite Rapids,
+  /// 2026-12-06) a decode step's GEMVs then read DRAM 1.1-1.2x as fast, every type
+  /// (BM_GemvLayers, 1 thread, GB/s: Q4_0 13.3 -> 16.4, Q4_K 14.0 -> 16.0, Q5_K 11.0 -> 15.0,
+  /// Q6_K 11.6 -> 14.6, Q8_0 13.3 -> 15.8; paired bench-model in bench/RESULTS.md). Back to
+  /// back, a part's prefetches (5-53 lines) went out one a cycle; 6 or 24 NOPs gained less, and
+  /// so did a dependency that let one out per 4 cycles (Q5_K 11.7), so the count of
+  /// instructions in flight between them matters, not only their rate: measured, not
+  /// understood (this VM has no performance counters). AMD keeps the plain burst, which is
+  /// what kAheadBytes was measured with there.
   static TilePrefetch ahead(const WeightView& w, int64_t row, int rows_per_tile, int64_t n_parts) {
     TilePrefetch pf;
     const int64_t tile_bytes = (std::min(w.rows, row + rows_per_tile) - row) * w.row_bytes;
@@ -35,6 +45,7 @@ class TilePrefetch {
     pf.p_ = static_cast<const uint8_t*>(w.data) + start;
     pf.bytes_ = std::min(tile_bytes, total - start);
     pf.step_ = ((tile_bytes + n_parts - 1) / n_parts + 63) / 64 * 64;
+    pf.spaced_ = !cpu_features().amd;
     return pf;
   }
   TilePrefetch(const WeightView& w, int64_t next_row, int rows_per_tile, int64_t n_parts) {
@@ -46,12 +57,18 @@ class TilePrefetch {
   }
   void part(int64_t i) const {
     // asm: GCC 12 deletes a loop of nothing but __builtin_prefetch.
-    for (int64_t o = i * step_, e = std::min(bytes_, o + step_); o < e; o += 64) asm volatile("prefetcht1 %0" : : "m"(p_[o]));
+    const int64_t e = std::min(bytes_, (i + 1) * step_);
+    if (spaced_) {
+      for (int64_t o = i * step_; o < e; o += 64) asm volatile(".rept 14\n\tnop\n\t.endr\n\tprefetcht1 %0" : : "m"(p_[o]));
+    } else {
+      for (int64_t o = i * step_; o < e; o += 64) asm volatile("prefetcht1 %0" : : "m"(p_[o]));
+    }
   }
 
  private:
   const uint8_t* p_ = nullptr;
   int64_t bytes_ = 0, step_ = 0;
+  bool spaced_ = false;  // ahead() on Intel: 14 NOPs before each prefetch (see ahead())
 };
 
 }  // namespace pdserve::kernels
