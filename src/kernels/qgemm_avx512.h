@@ -52,11 +52,22 @@ void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_str
                         int64_t ldy);
 /// q40_pack's record of one token and 32-value block: its bytes, and where d_a lies in it.
 constexpr int64_t kQ40Record = 48, kQ40D = 36;
+/// The AMX copy of Q4_0's packed activations (q4_0_tiles16_kernel's pack, when amx_enabled()
+/// and a run has >= 16 tokens), after the records at q40_amx_offset: for each whole group of
+/// 16 tokens and each block b, kQ40AmxBlock bytes at (group·nb + b)·kQ40AmxBlock: the 16
+/// tokens' 32 signed values (an A tile, rows 32 bytes apart), then their 16 d_a. A tile
+/// load of strided records (16 rows of 32 bytes, a record's stride apart) read from L2 took
+/// twice as long as the tile product (bench/RESULTS.md, "AMX activations in tile order").
+constexpr int64_t kQ40AmxBlock = 16 * 32 + 16 * 4;
+inline int64_t q40_amx_offset(int64_t nb, int n_tok) { return (n_tok * nb * kQ40Record + 63) / 64 * 64; }
+/// Whether q4_0_tiles16_kernel's pack of a run of n_tok tokens adds the AMX copy (and its
+/// gemm reads it): n_tok >= 16 and amx_enabled().
+bool has_amx_copy(int n_tok);
 /// Q4_0's GEMM (q4_0_tiles16_kernel's, either repacked order: they are one) on AMX-INT8
-/// tiles: tokens [0, n_tok − n_tok % 16) of q40_pack's records (a token's blocks
-/// act_stride bytes apart: 32 signed values at 0, d_a at kQ40D), rows [r0, r1) (multiples
-/// of 16) of the kTiles16 matrix w; the same bits. Only when amx_enabled().
-void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy);
+/// tiles: tokens [0, n_tok − n_tok % 16) of the AMX copy above (`amx`: its first group),
+/// rows [r0, r1) (multiples of 16) of the kTiles16 matrix w; the same bits. Only when
+/// amx_enabled().
+void q40_gemm_amx(const WeightView& w, const uint8_t* amx, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy);
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.
 QKernel kquant_row_kernel(gguf::GgmlType t, QOrder order, WeightLayout layout);

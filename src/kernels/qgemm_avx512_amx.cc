@@ -19,6 +19,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu_features.h"
 #include "kernels/qgemm_avx512.h"
 #include "kernels/quant_types.h"
 
@@ -284,13 +285,12 @@ void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* ac
 
 // ---- Q4_0 (kRepackGemm and kRepackGemv alike: acc = fma((float) Σ_32 w·a, d_w*d_a, acc)) ----
 
-/// One 16-row Tiles16 tile of Q4_0 against G groups of 16 tokens (q40_pack's records: token
-/// t's block b at act + t·act_stride + b·kQ40Record; its 32 signed values first, then
-/// −8·Σ values (unused here: the weights enter the product as q − 8) and d_a at kQ40D).
-/// Tiles (kConfig's shapes): C tmm0, A tmm2 (16 tokens × 32 int8), B tmm4 (8 dwords × 16 rows).
+/// One 16-row Tiles16 tile of Q4_0 against G groups of 16 tokens: block b of group g at
+/// act + (g·nb + b)·kQ40AmxBlock (q40_pack's AMX copy: the A tile, then the 16 d_a; `act_stride`
+/// is unused). Tiles (kConfig's shapes): C tmm0, A tmm2 (16 tokens × 32 int8), B tmm4 (8
+/// dwords × 16 rows).
 template <int G>
-void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nb, float* y,
-                  int64_t ldy) {
+void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t, int64_t nb, float* y, int64_t ldy) {
   constexpr int kTok = G * kGroup;
   __m512 acc[kTok];
 #pragma GCC unroll 64
@@ -311,7 +311,7 @@ void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act,
     _tile_loadd(4, wq, 64);
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
-      _tile_loadd(2, act + g * kGroup * act_stride + b * kQ40Record, act_stride);
+      _tile_loadd(2, act + (g * nb + b) * kQ40AmxBlock, 32);
       _tile_zero(0);
       _tile_dpbssd(0, 2, 4);
       _tile_stored(0, sums[g], 64);
@@ -319,7 +319,7 @@ void q40_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act,
 #pragma GCC unroll 64
     for (int t = 0; t < kTok; ++t) {
       float da;
-      std::memcpy(&da, act + t * act_stride + b * kQ40Record + kQ40D, 4);
+      std::memcpy(&da, act + (t / kGroup * nb + b) * kQ40AmxBlock + 16 * 32 + 4 * (t % kGroup), 4);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[t / kGroup][t % kGroup])), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[t]);
     }
   }
@@ -374,9 +374,12 @@ void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_str
   run_groups(tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
 }
 
-void q40_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+bool has_amx_copy(int n_tok) { return n_tok >= 16 && amx_enabled(); }
+
+void q40_gemm_amx(const WeightView& w, const uint8_t* amx, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   static constexpr auto tiles = q40_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
-  run_groups(tiles, kConfig, w, w.cols / 32, false, act, act_stride, n_tok, r0, r1, y, ldy);
+  const int64_t nb = w.cols / 32;
+  run_groups(tiles, kConfig, w, nb, false, amx, nb * kQ40AmxBlock / kGroup, n_tok, r0, r1, y, ldy);  // a token's share of a group's bytes
 }
 
 }  // namespace pdserve::kernels::avx512

@@ -11,6 +11,7 @@
 // Q4_0 and Q4_K in WeightLayout::kTiles16 (transposed once at load, weight_layout.h) skip
 // the transposition: the same arithmetic on the bytes as they lie.
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <type_traits>
 #include <utility>
@@ -41,6 +42,12 @@ int64_t q40_pack_bytes(const WeightView& w, QOrder, int n_tok) {
   return int64_t{n_tok} * (w.cols / 32) * static_cast<int64_t>(sizeof(Q40Block));
 }
 
+int64_t q40_tiles16_pack_bytes(const WeightView& w, QOrder o, int n_tok) {
+  const int64_t nb = w.cols / 32;
+  if (!has_amx_copy(n_tok)) return q40_pack_bytes(w, o, n_tok);
+  return q40_amx_offset(nb, n_tok) + n_tok / 16 * nb * kQ40AmxBlock;
+}
+
 void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int, int t_begin, int t_end, uint8_t* packed) {
   const int64_t nb = w.cols / 32;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -57,6 +64,28 @@ void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_strid
       out[b].neg_corr = -8 * s;  // weights enter VPDPBUSD as q + 8 (unsigned nibbles)
       out[b].d = p.d[8 * h];
       out[b].pad[0] = out[b].pad[1] = 0;
+    }
+  }
+}
+
+void q40_tiles16_pack(const WeightView& w, QOrder o, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
+                      uint8_t* packed) {
+  if (!has_amx_copy(n_tok)) return q40_pack(w, o, act, act_stride, n_tok, t_begin, t_end, packed);
+  // Tokens [0, amx_end) only in the AMX copy (the AMX tiles take them all), the rest as records.
+  const int amx_end = n_tok / 16 * 16;
+  if (t_end > amx_end) q40_pack(w, o, act, act_stride, n_tok, std::max(t_begin, amx_end), t_end, packed);
+  const int64_t nb = w.cols / 32;
+  uint8_t* amx = packed + q40_amx_offset(nb, n_tok);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int t = t_begin; t < std::min(t_end, amx_end); ++t) {
+    const auto* src = reinterpret_cast<const ActPairQ8*>(act + t * act_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      const ActPairQ8& p = src[b / 2];
+      const int h = static_cast<int>(b % 2);
+      uint8_t* blk = amx + (t / 16 * nb + b) * kQ40AmxBlock;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(blk + 32 * (t % 16)),
+                         _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.qu + 32 * h)), flip));
+      std::memcpy(blk + 16 * 32 + 4 * (t % 16), &p.d[8 * h], 4);
     }
   }
 }
@@ -113,9 +142,9 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
   const auto* packed = reinterpret_cast<const Q40Block*>(act);
   int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
   if constexpr (std::is_same_v<Src, Tiles16>)
-    if (n_tok >= 16 && amx_enabled()) {
+    if (has_amx_copy(n_tok)) {
       first = n_tok / 16 * 16;
-      q40_gemm_amx(w, act, nb * kQ40Record, first, r0, r1, y, ldy);
+      q40_gemm_amx(w, act + q40_amx_offset(nb, n_tok), first, r0, r1, y, ldy);
     }
   for (int t0 = first; t0 < n_tok; t0 += kMaxTok) {
     const int tt = std::min(kMaxTok, n_tok - t0);
@@ -269,6 +298,8 @@ QKernel q4_0_row_kernel() {
 QKernel q4_0_tiles16_kernel() {
   QKernel k = q4_0_row_kernel();
   k.gemm = q40_gemm<Tiles16>;
+  k.pack = q40_tiles16_pack;
+  k.pack_bytes = q40_tiles16_pack_bytes;
   k.layout = WeightLayout::kTiles16;
   return k;
 }
