@@ -63,6 +63,25 @@ inline int64_t q40_amx_offset(int64_t nb, int n_tok) { return (n_tok * nb * kQ40
 /// Whether q4_0_tiles16_kernel's pack of a run of n_tok tokens adds the AMX copy (and its
 /// gemm reads it): n_tok >= 16 and amx_enabled().
 bool has_amx_copy(int n_tok);
+/// The AMX copy of Q8_K activations for Q6_K's AMX GEMM (q6k_amx_pack, when has_amx_copy), after
+/// the n_tok ActQ8K rows (their stride as given) at q6k_amx_offset: for each whole group of 16
+/// tokens and super-block i, kQ6KAmxBlock bytes at (group·nsb + i)·kQ6KAmxBlock: for each lane
+/// k = 0..7 an A tile (16 rows of 32 bytes, one a token: its values 32c+4k .. 32c+4k+3 of the
+/// chunks c = 0..7, ggml's vec_dot lane k), then the 16 d_a at kQ6KAmxD and the 16 bsums rows
+/// (16 int16 each) at kQ6KAmxBsums.
+constexpr int64_t kQ6KAmxD = 8 * 16 * 32, kQ6KAmxBsums = kQ6KAmxD + 16 * 4, kQ6KAmxBlock = kQ6KAmxBsums + 16 * 32;
+inline int64_t q6k_amx_offset(int64_t act_stride, int n_tok) { return (n_tok * act_stride + 63) / 64 * 64; }
+/// QPackBytesFn / QPackFn of the Q6_K tiles16 kernel: the ActQ8K rows copied (the VNNI tiles'
+/// tokens read them), then the AMX copy when has_amx_copy(n_tok).
+int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder order, int n_tok);
+void q6k_amx_pack(const WeightView& w, QOrder order, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
+                  uint8_t* packed);
+/// Q6_K's GEMM (kVecDot, kquant_row_kernel(Q6_K, kVecDot, kTiles16)'s) on AMX-INT8 tiles:
+/// tokens [0, n_tok − n_tok % 16) of q6k_amx_pack's `packed` (rows act_stride apart, then the
+/// AMX copy) against rows [r0, r1) (multiples of 16) of the kTiles16 matrix w; the same bits.
+/// Only when has_amx_copy(n_tok).
+void q6k_gemm_amx(const WeightView& w, const uint8_t* packed, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
+                  int64_t ldy);
 /// Q4_0's GEMM (q4_0_tiles16_kernel's, either repacked order: they are one) on AMX-INT8
 /// tiles: tokens [0, n_tok − n_tok % 16) of the AMX copy above (`amx`: its first group),
 /// rows [r0, r1) (multiples of 16) of the kTiles16 matrix w; the same bits. Only when

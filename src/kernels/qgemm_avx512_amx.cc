@@ -22,6 +22,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/qgemm_avx512.h"
 #include "kernels/quant_types.h"
+#include "kernels/quants.h"
 
 namespace pdserve::kernels::avx512 {
 namespace {
@@ -283,6 +284,116 @@ void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* ac
   }
 }
 
+// ---- Q6_K (QOrder::kVecDot, ggml's x86 q6_K vec_dot: per super-block, 8 int32 lanes a (row, token)) ----
+//
+// Lane k is Σ_c sc_{2c+⌊k/4⌋}·Σ(q·a) over values 32c+4k .. 32c+4k+3 of the 8 chunks c, minus
+// 32·(sc_2k·bsum_2k + sc_2k+1·bsum_2k+1) (quants.h vec_dot_kquant_scalar); q < 64, |sc| <= 128.
+// So each weight times its scale, w = q·sc (|w| <= 8064), goes into the B tiles as two bytes,
+// w = lo + 256·hi (lo unsigned, hi signed: TDPBSUD, TDPBSSD), and a lane is one tile product
+// per byte over its 32 values (K = 32: the A tile holds a token's lane-k values, kQ6KAmxBlock):
+// lane = C_lo + 256·C_hi (|lane| < 2^26), exact; then the q − 32 correction and the float
+// steps are tile_vecdot's. Tiles (kConfig's shapes): C_lo, C_hi tmm0, tmm1; A tmm2; B_lo, B_hi
+// tmm4, tmm5.
+
+/// Byte b of each dword, sign-extended into both int16 halves (after >> 8: the byte sits high).
+constexpr DwordBytes kByteHighTwice[4] = {{-1, 0, -1, 0}, {-1, 1, -1, 1}, {-1, 2, -1, 2}, {-1, 3, -1, 3}};
+/// Bytes (0, 1) and (2, 3) into the high bytes of the two words (256·sc, sign kept).
+constexpr DwordBytes kHighPairQ6[2] = {{-1, 0, -1, 1}, {-1, 2, -1, 3}};
+
+/// A super-block of 16 Q6_K rows: d, the q − 32 corrections' int16 pairs −32·(sc_2k, sc_2k+1)
+/// and the B tiles of each lane.
+struct alignas(64) Q6KSuper {
+  __m512 d;
+  __m512i pair[8];
+  uint8_t b[8][2][8][64];  // lane k, byte lo / hi: B row c = values 32c+4k .. 32c+4k+3 of the 16 rows, times their scale
+};
+
+inline void unpack_q6k(const Tiles16& rt, int64_t i, int64_t nsb, Q6KSuper* o) {
+  constexpr int64_t kBB = 208;  // a Q6_K block's stride in a tile's slice addressing (weight_layout.h)
+  __m512i hd[4];                 // dword r of hd[p]: row r's scales 4p .. 4p+3
+  rt.slice(kBB, i, offsetof(BlockQ6_K, scales), hd);
+  o->d = rt.f16_at(16 * (nsb * kBB + 2 * i));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    o->pair[k] = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_srai_epi16(_mm512_shuffle_epi8(hd[k / 2], kHighPairQ6[k % 2].load()), 3));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), lo8 = _mm512_set1_epi16(0x00FF), hi8 = _mm512_set1_epi16(-256);
+  for (int k = 0; k < 8; ++k) {
+    // The lane's 8 dwords (tile_vecdot's chunk_weights): value 128h + 32s + l (chunk 4h + s)
+    // is the nibble (s >= 2: high) of ql[64h + 32(s & 1) + l] | bits 2s, 2s+1 of qh[32h + l] at 4, 5.
+    __m512i w[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i qh = rt.line(kBB, i, 16 * (8 + 2 * h + k / 4), k % 4);
+      const __m512i hb[4] = {_mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30),
+                             _mm512_and_si512(qh, m30), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)};
+#pragma GCC unroll 2
+      for (int odd = 0; odd < 2; ++odd) {
+        const __m512i ql = rt.line(kBB, i, 16 * (4 * h + 2 * odd + k / 4), k % 4);
+        w[4 * h + odd] = _mm512_ternarylogic_epi32(ql, m4, hb[odd], 0xEA);
+        w[4 * h + odd + 2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4, hb[odd + 2], 0xEA);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const int j = 2 * c + k / 4;  // the 16-value sub-block
+      const __m512i sc = _mm512_srai_epi16(_mm512_shuffle_epi8(hd[j / 4], kByteHighTwice[j % 4].load()), 8);
+      const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(w[c], lo8), sc);   // bytes 0, 2 of each dword: q·sc (int16)
+      const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(w[c], 8), sc);    // bytes 1, 3
+      _mm512_store_si512(o->b[k][0][c], _mm512_ternarylogic_epi32(pe, lo8, _mm512_slli_epi16(po, 8), 0xEA));  // low bytes
+      _mm512_store_si512(o->b[k][1][c], _mm512_ternarylogic_epi32(po, hi8, _mm512_srli_epi16(pe, 8), 0xEA));  // high bytes
+    }
+  }
+}
+
+/// One 16-row Tiles16 tile of Q6_K against G groups of 16 tokens (super-block i of group g at
+/// act + (g·nsb + i)·kQ6KAmxBlock: q6k_amx_pack's copy); y[t·ldy + r] for the tile's 16 rows.
+template <int G>
+void q6k_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t, int64_t nsb, float* y, int64_t ldy) {
+  constexpr int kTok = G * kGroup;
+  alignas(64) float acc[kTok][8][16] = {};
+  Q6KSuper w;
+  alignas(64) int32_t sums[8][2][kGroup][16];  // C_lo, C_hi of each lane, one group
+  for (int64_t i = 0; i < nsb; ++i) {
+    pf.part(i);
+    unpack_q6k(rt, i, nsb, &w);
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* blk = act + (g * nsb + i) * kQ6KAmxBlock;
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        _tile_loadd(2, blk + k * kGroup * 32, 32);
+        _tile_loadd(4, w.b[k][0], 64);
+        _tile_loadd(5, w.b[k][1], 64);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_dpbsud(0, 2, 4);
+        _tile_dpbssd(1, 2, 5);
+        _tile_stored(0, sums[k][0], 64);
+        _tile_stored(1, sums[k][1], 64);
+      }
+      for (int tg = 0; tg < kGroup; ++tg) {
+        float da;
+        std::memcpy(&da, blk + kQ6KAmxD + 4 * tg, 4);
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(da), w.d);
+        const uint8_t* bsums = blk + kQ6KAmxBsums + 32 * tg;
+        float(*a)[16] = acc[g * kGroup + tg];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          __m512i lane = _mm512_add_epi32(_mm512_load_si512(sums[k][0][tg]), _mm512_slli_epi32(_mm512_load_si512(sums[k][1][tg]), 8));
+          lane = _mm512_dpwssd_epi32(lane, w.pair[k], _mm512_set1_epi32(load_i32(bsums + 4 * k)));
+          _mm512_store_ps(a[k], _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(lane), _mm512_load_ps(a[k])));
+        }
+      }
+    }
+  }
+  for (int t = 0; t < kTok; ++t) {
+    auto lane = [&](int k) { return _mm512_load_ps(acc[t][k]); };
+    // hsum_float_8: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+    const __m512 r0 = _mm512_add_ps(lane(0), lane(4)), r1 = _mm512_add_ps(lane(1), lane(5));
+    const __m512 r2 = _mm512_add_ps(lane(2), lane(6)), r3 = _mm512_add_ps(lane(3), lane(7));
+    _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3)));
+  }
+}
+
 // ---- Q4_0 (kRepackGemm and kRepackGemv alike: acc = fma((float) Σ_32 w·a, d_w*d_a, acc)) ----
 
 /// One 16-row Tiles16 tile of Q4_0 against G groups of 16 tokens: block b of group g at
@@ -335,6 +446,11 @@ constexpr auto q40_amx_tiles(std::integer_sequence<int, I...>) {
 }
 
 template <int... I>
+constexpr auto q6k_amx_tiles(std::integer_sequence<int, I...>) {
+  return std::array<AmxTileFn, sizeof...(I)>{q6k_amx_tile<I + 1>...};
+}
+
+template <int... I>
 constexpr auto q4k_amx_tiles(std::integer_sequence<int, I...>) {
   return std::array<AmxTileFn, sizeof...(I)>{q4k_amx_tile<I + 1>...};
 }
@@ -375,6 +491,43 @@ void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_str
 }
 
 bool has_amx_copy(int n_tok) { return n_tok >= 16 && amx_enabled(); }
+
+int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder, int n_tok) {
+  const int64_t stride = act_row_bytes(w.type, w.cols);
+  if (!has_amx_copy(n_tok)) return n_tok * stride;
+  return q6k_amx_offset(stride, n_tok) + n_tok / kGroup * (w.cols / QK_K) * kQ6KAmxBlock;
+}
+
+void q6k_amx_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
+                  uint8_t* packed) {
+  std::memcpy(packed + t_begin * act_stride, act + t_begin * act_stride, (t_end - t_begin) * act_stride);
+  if (!has_amx_copy(n_tok)) return;
+  const int64_t nsb = w.cols / QK_K;
+  uint8_t* amx = packed + q6k_amx_offset(act_stride, n_tok);
+  for (int t = t_begin; t < std::min(t_end, n_tok / kGroup * kGroup); ++t)
+    for (int64_t i = 0; i < nsb; ++i) {
+      const ActQ8K& a = reinterpret_cast<const ActQ8K*>(act + t * act_stride)[i];
+      uint8_t* blk = amx + (t / kGroup * nsb + i) * kQ6KAmxBlock;
+      // Lanes k, k + 1: dwords k + 8c, then k + 1 + 8c, of the 64 dwords of qs.
+      const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17, 25, 33, 41, 49, 57);
+#pragma GCC unroll 4
+      for (int k = 0; k < 8; k += 2) {
+        const __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(k)), a.qs, 4);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(blk + (k * kGroup + t % kGroup) * 32), _mm512_castsi512_si256(v));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(blk + ((k + 1) * kGroup + t % kGroup) * 32), _mm512_extracti64x4_epi64(v, 1));
+      }
+      std::memcpy(blk + kQ6KAmxD + 4 * (t % kGroup), &a.d, 4);
+      std::memcpy(blk + kQ6KAmxBsums + 32 * (t % kGroup), a.bsums, 32);
+    }
+}
+
+void q6k_gemm_amx(const WeightView& w, const uint8_t* packed, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
+                  int64_t ldy) {
+  static constexpr auto tiles = q6k_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
+  const int64_t nsb = w.cols / QK_K;
+  run_groups(tiles, kConfig, w, nsb, true, packed + q6k_amx_offset(act_stride, n_tok), nsb * kQ6KAmxBlock / kGroup, n_tok, r0, r1, y,
+             ldy);
+}
 
 void q40_gemm_amx(const WeightView& w, const uint8_t* amx, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   static constexpr auto tiles = q40_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});

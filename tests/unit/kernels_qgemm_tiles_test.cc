@@ -216,7 +216,7 @@ TEST(KernelsQgemmTiles, Tiles16GiveTheRowLayoutsBits) {
     }
 }
 
-// On a CPU with AMX-INT8 the Q4_K (both repacked orders), Q4_0 and Q5_K (tiled order)
+// On a CPU with AMX-INT8 the Q4_K (both repacked orders), Q4_0, Q5_K (tiled order) and Q6_K
 // matmuls of 16-token groups run on tiles (qgemm_avx512_amx.cc): with AMX on and off, every token count around the 16-token groups and the 4-group passes,
 // row ranges of one and several 16-row tiles, 1 and 2 threads, raw and quantised weights,
 // normal and saturated activations give the scalar path's bits.
@@ -224,7 +224,7 @@ TEST(KernelsQgemmTiles, AmxGivesTheScalarBits) {
   if (!kernels::amx_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or Linux did not grant the tile state)";
   std::mt19937 rng(37);
   const int saved = kernels::compute_threads();
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q5_K})
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q5_K, GgmlType::Q6_K})
   for (int64_t cols : {256, 1280})
     for (int64_t rows : {16, 80, 272}) {
       const bool raw = rows == 80;
