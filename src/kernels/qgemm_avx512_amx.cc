@@ -1,16 +1,21 @@
 // AMX-INT8 tile kernels (Intel SDM vol. 1 ch. 18; TDPBSSD / TDPBSUD in vol. 2) for the
-// matmuls of 16-token groups whose order needs exact int32 sums of 32 values or more, on a
-// WeightLayout::kTiles16 matrix, each with the bits of its VNNI tile:
-//  * Q4_K, kRepackGemm (q4k_tile<true>): per 64 values, the sums of sub-blocks 2c, 2c+1;
+// matmuls of 16-token groups, on a WeightLayout::kTiles16 matrix, each with the bits of its
+// VNNI tile, wherever the order needs exact int32 sums of 32 values or more:
+//  * Q4_K, kRepackGemm (q4k_tile<true>): per 64 values, sc_2c·Σ(q·a)_2c + sc_2c+1·Σ(q·a)_2c+1;
 //  * Q4_K, kRepackGemv (q4k_tile<false>) and Q5_K, kTiled (tile_tiled): per super-block,
-//    Σ_j sc_j·Σ(q·a)_j, the scales folded into the weights (see "Whole-super-block sums");
+//    Σ_j sc_j·Σ(q·a)_j — both with the scales folded into the weights (see "Scales in the
+//    weights");
+//  * Q6_K, kVecDot (tile_vecdot): ggml's 8 lanes of 32 values a super-block, the 16-value
+//    scales folded into the weights as two bytes (see the Q6_K section);
 //  * Q4_0, both repacked orders (q40_tile): per 32-value block.
 // One tile product gives those sums for 16 tokens (A: 16 rows of signed activations) × 16
-// weight rows (B: K/4 rows of 16 dwords, dword n = 4 weights of row n: exactly the dwords a
-// Tiles16 slice holds, once the nibbles are split). The float steps are the VNNI tiles', in
-// their order, reading the C tile back row by row: row t = token t's sums for the 16 rows,
-// the VNNI tiles' lane layout. ggml's vec_dot orders (Q8_0, Q6_K, Q5_K's decode) keep a
-// scale per 4 values and stay on VNNI.
+// weight rows (B: K/4 rows of 16 dwords, dword n = 4 weights of row n: the dwords a Tiles16
+// slice holds, once unpacked). The float steps are the VNNI tiles', in their order, reading
+// the C tile back row by row: row t = token t's sums for the 16 rows, the VNNI tiles' lane
+// layout. Q8_0's order (ggml's vec_dot: a float step per 4 values) stays on VNNI.
+// On this machine kind (Intel Xeon, 2026-12-06) the tile products with their TILESTORED and
+// the vector float steps did not overlap (each alone, then both: the sum of the two), so a
+// kernel's time is about its tile work plus its float work: what to save is either.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -29,10 +34,10 @@ namespace {
 
 using gguf::GgmlType;
 
-/// Tile registers: C0 / C1 (tmm0 / tmm1) the sums of sub-blocks 2c / 2c+1, A0 / A1 (tmm2 /
-/// tmm3) their activations, B0 / B1 (tmm4 / tmm5) their weights. (GCC's _tile_* macros
-/// paste the register number into the instruction: literals below.)
-enum : int { kC0 = 0, kC1 = 1, kA0 = 2, kA1 = 3, kB0 = 4, kB1 = 5 };
+/// kConfig's tile registers (32-value products: Q4_0, Q6_K): C0 / C1 (tmm0 / tmm1), A (tmm2),
+/// B0 / B1 (tmm4 / tmm5). (GCC's _tile_* macros paste the register number into the
+/// instruction: literals below.)
+enum : int { kC0 = 0, kC1 = 1, kA = 2, kB0 = 4, kB1 = 5 };
 
 /// LDTILECFG's 64-byte operand, palette 1 (Intel SDM vol. 1 §18.2).
 struct alignas(64) TileConfig {
@@ -45,7 +50,7 @@ static_assert(sizeof(TileConfig) == 64);
 constexpr TileConfig make_config() {
   TileConfig c;
   for (int t : {kC0, kC1}) c.rows[t] = 16, c.colsb[t] = 64;  // 16 tokens × 16 int32
-  for (int t : {kA0, kA1}) c.rows[t] = 16, c.colsb[t] = 32;  // 16 tokens × 32 int8
+  c.rows[kA] = 16, c.colsb[kA] = 32;                          // 16 tokens × 32 int8
   for (int t : {kB0, kB1}) c.rows[t] = 8, c.colsb[t] = 64;   // 8 dwords × 16 rows
   return c;
 }
@@ -54,105 +59,13 @@ constexpr TileConfig kConfig = make_config();
 constexpr int kGroup = 16;      // tokens per A / C tile
 constexpr int kMaxGroups = 4;   // token groups per pass over a 16-row tile (the weights' unpacking is shared)
 
-/// A super-block of 16 rows: its header decoded as q4k_tile decodes it (the scales as
-/// floats, the mins as int16 pairs m_2c | m_2c+1 << 16) and its quants as B tiles.
-struct alignas(64) Q4KSuper {
-  __m512 d, dmin, sc[4][2];
-  __m512i mn_pair[4];
-  uint8_t wq[4][2][8][64];  // sub-block 2c + h: B row m = elements 4m .. 4m+3 of the 16 rows
-};
-
-inline void unpack_super(const Tiles16& rt, int64_t i, Q4KSuper* o) {
-  constexpr int64_t kBlock = sizeof(BlockQ4_K);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const K4Header hd(rt, kBlock, i);
-  o->d = hd.d;
-  o->dmin = hd.dmin;
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    o->mn_pair[c] = hd.min_pair(c);
-    o->sc[c][0] = _mm512_cvtepi32_ps(hd.scale(2 * c));
-    o->sc[c][1] = _mm512_cvtepi32_ps(hd.scale(2 * c + 1));
-    // qs[32c .. 32c+31]: low nibbles = sub-block 2c, high = 2c+1.
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m512i raw[4];
-      rt.slice(kBlock, i, offsetof(BlockQ4_K, qs) + 32 * c + 16 * h, raw);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        _mm512_store_si512(o->wq[c][0][4 * h + k], _mm512_and_si512(raw[k], m4));
-        _mm512_store_si512(o->wq[c][1][4 * h + k], _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4));
-      }
-    }
-  }
-}
-
-/// Sub-blocks 2c, 2c+1 of 16 tokens (their quants at a_qs + 64c, act_stride apart) × the
-/// super-block's 16 rows: sums[h][t][r] = Σ(q·a) of sub-block 2c + h, exact.
-inline void tile_sums(const uint8_t* a_qs, int64_t act_stride, const Q4KSuper& w, int c, int32_t sums[2][kGroup][16]) {
-  _tile_loadd(2, a_qs + 64 * c, act_stride);
-  _tile_loadd(3, a_qs + 64 * c + 32, act_stride);
-  _tile_loadd(4, w.wq[c][0], 64);
-  _tile_loadd(5, w.wq[c][1], 64);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_dpbsud(0, 2, 4);
-  _tile_dpbsud(1, 3, 5);
-  _tile_stored(0, sums[0], 64);
-  _tile_stored(1, sums[1], 64);
-}
-
-/// q4k_tile's fma pair of every 64 values of a super-block for one token (row tg of the
-/// group's sums).
-inline void float_steps(const Q4KSuper& w, const ActQ8K& a, const int32_t (*sums)[2][kGroup][16], int tg, float* acc, float* accm) {
-  const __m512 da = _mm512_set1_ps(a.d);
-  const __m512 dd = _mm512_mul_ps(w.d, da), dm = _mm512_mul_ps(w.dmin, da);
-  __m512 sa = _mm512_load_ps(acc), sm = _mm512_load_ps(accm);
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    // Σ_j sc_j·Σ(q·a)_j in float, exact (q4k_tile: |Σ(q·a)_j| < 2^16, sc_j < 2^6).
-    const __m512 sl = _mm512_cvtepi32_ps(_mm512_load_si512(sums[c][0][tg]));
-    const __m512 sh = _mm512_cvtepi32_ps(_mm512_load_si512(sums[c][1][tg]));
-    const __m512 fs = _mm512_fmadd_ps(sh, w.sc[c][1], _mm512_mul_ps(sl, w.sc[c][0]));
-    const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w.mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
-    sa = _mm512_fmadd_ps(fs, dd, sa);
-    sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
-  }
-  _mm512_store_ps(acc, sa);
-  _mm512_store_ps(accm, sm);
-}
-
-/// One 16-row Tiles16 tile of Q4_K against G groups of 16 tokens (ActQ8K rows at
-/// act + t·act_stride); y[t·ldy + r] for the tile's 16 rows.
-template <int G>
-void q4k_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nsb, float* y,
-                  int64_t ldy) {
-  constexpr int kTok = G * kGroup;
-  alignas(64) float acc[kTok][16] = {}, accm[kTok][16] = {};
-  Q4KSuper w;
-  alignas(64) int32_t sums[4][2][kGroup][16];  // C tiles of one group
-  for (int64_t i = 0; i < nsb; ++i) {
-    pf.part(i);
-    unpack_super(rt, i, &w);
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* a = act + g * kGroup * act_stride + i * static_cast<int64_t>(sizeof(ActQ8K));
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) tile_sums(a + offsetof(ActQ8K, qs), act_stride, w, c, sums[c]);
-      for (int tg = 0; tg < kGroup; ++tg)
-        float_steps(w, *reinterpret_cast<const ActQ8K*>(a + tg * act_stride), sums, tg, acc[g * kGroup + tg], accm[g * kGroup + tg]);
-    }
-  }
-  for (int t = 0; t < kTok; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
-}
-
-// ---- Whole-super-block sums: Q4_K's GEMV order (kRepackGemv: batched decode) and Q5_K's
-// tiled order (kTiled: prompts) ----
+// ---- Scales in the weights: Q4_K (both repacked orders) and Q5_K's tiled order ----
 //
-// There Σ_j sc_j·Σ(q·a)_j over a super-block is one exact int32, so the scales go into the
-// weights: sc = lo + 2^s·hi with lo, hi < 2^s (Q4_K: s = 4, q < 16, q·lo ≤ 225; Q5_K: s = 3,
-// q < 32, q·lo ≤ 217) fit unsigned bytes, and two products over the super-block (K = 64 per
-// step, C accumulating) give Σ lo_j·S_j and Σ hi_j·S_j; the sum is C_lo + 2^s·C_hi
-// (|Σ| < 2^31).
+// Σ_j sc_j·Σ(q·a)_j over a super-block (kRepackGemv, kTiled) or over sub-blocks 2c, 2c+1
+// (kRepackGemm) is an exact int32, so the scales go into the weights: sc = lo + 2^s·hi with
+// lo, hi < 2^s (Q4_K: s = 4, q < 16, q·lo ≤ 225; Q5_K: s = 3, q < 32, q·lo ≤ 217) fit unsigned
+// bytes, and two products (K = 64 a step: C accumulating over the super-block, or one step
+// for kRepackGemm) give Σ lo_j·S_j and Σ hi_j·S_j; the sum is C_lo + 2^s·C_hi (|Σ| < 2^31).
 
 /// Tiles of these kernels: C_lo, C_hi (tmm0, tmm1), A (tmm2: 16 tokens × 64 int8), B_lo,
 /// B_hi (tmm3, tmm4: 16 dwords × 16 rows).
@@ -282,6 +195,58 @@ void super_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* ac
     if constexpr (kQ4) r = _mm512_sub_ps(r, _mm512_load_ps(accm[t]));
     _mm512_storeu_ps(y + t * ldy, r);
   }
+}
+
+/// Q4_K in the kRepackGemm order (q4k_tile<true>) against G groups of 16 tokens (ActQ8K rows
+/// at act + t·act_stride): per 64 values (sub-blocks 2c, 2c+1) sa = fma((float) s_c, d_w·d_a, sa)
+/// and sm = fma((float) Σ m_j·bsum32_j, dmin_w·d_a, sm); y = sa − sm. s_c = sc_2c·Σ(q·a)_2c +
+/// sc_2c+1·Σ(q·a)_2c+1 is the exact integer q4k_tile's fma(S_2c+1, sc_2c+1, S_2c·sc_2c) gives
+/// (|S| < 2^16, sc < 2^6), so the scales go into the B tiles as for the whole-super-block
+/// kernels (unpack_super_b) and one pair of products a 64 values gives it: C_lo + 16·C_hi.
+/// Tiles: kSuperConfig's.
+template <int G>
+void q4k_gemm_amx_tile(const Tiles16& rt, const TilePrefetch& pf, const uint8_t* act, int64_t act_stride, int64_t nsb, float* y,
+                       int64_t ldy) {
+  constexpr int kTok = G * kGroup;
+  alignas(64) float acc[kTok][16] = {}, accm[kTok][16] = {};
+  SuperB w;
+  alignas(64) int32_t sums[4][2][kGroup][16];  // C_lo, C_hi of each 64 values, one group
+  for (int64_t i = 0; i < nsb; ++i) {
+    pf.part(i);
+    unpack_super_b<GgmlType::Q4_K>(rt, i, &w);
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* a = act + g * kGroup * act_stride + i * static_cast<int64_t>(sizeof(ActQ8K));
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        _tile_loadd(2, a + offsetof(ActQ8K, qs) + 64 * c, act_stride);
+        _tile_loadd(3, w.b[c][0], 64);
+        _tile_loadd(4, w.b[c][1], 64);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_dpbsud(0, 2, 3);
+        _tile_dpbsud(1, 2, 4);
+        _tile_stored(0, sums[c][0], 64);
+        _tile_stored(1, sums[c][1], 64);
+      }
+      for (int tg = 0; tg < kGroup; ++tg) {
+        const auto& at = *reinterpret_cast<const ActQ8K*>(a + tg * act_stride);
+        const int t = g * kGroup + tg;
+        const __m512 da = _mm512_set1_ps(at.d);
+        const __m512 dd = _mm512_mul_ps(w.d, da), dm = _mm512_mul_ps(w.dmin, da);
+        __m512 sa = _mm512_load_ps(acc[t]), sm = _mm512_load_ps(accm[t]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m512i sc = _mm512_add_epi32(_mm512_load_si512(sums[c][0][tg]), _mm512_slli_epi32(_mm512_load_si512(sums[c][1][tg]), kScaleSplit<GgmlType::Q4_K>));
+          const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w.mn_pair[c], _mm512_set1_epi32(load_i32(at.bsum32 + 2 * c)));
+          sa = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sc), dd, sa);
+          sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
+        }
+        _mm512_store_ps(acc[t], sa);
+        _mm512_store_ps(accm[t], sm);
+      }
+    }
+  }
+  for (int t = 0; t < kTok; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
 }
 
 // ---- Q6_K (QOrder::kVecDot, ggml's x86 q6_K vec_dot: per super-block, 8 int32 lanes a (row, token)) ----
@@ -452,7 +417,7 @@ constexpr auto q6k_amx_tiles(std::integer_sequence<int, I...>) {
 
 template <int... I>
 constexpr auto q4k_amx_tiles(std::integer_sequence<int, I...>) {
-  return std::array<AmxTileFn, sizeof...(I)>{q4k_amx_tile<I + 1>...};
+  return std::array<AmxTileFn, sizeof...(I)>{q4k_gemm_amx_tile<I + 1>...};
 }
 
 template <GgmlType T, int... I>
@@ -480,7 +445,7 @@ void q4k_gemm_amx(const WeightView& w, bool gemm, const uint8_t* act, int64_t ac
                   int64_t ldy) {
   static constexpr auto gemm_tiles = q4k_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
   static constexpr auto gemv_tiles = super_amx_tiles<GgmlType::Q4_K>(std::make_integer_sequence<int, kMaxGroups>{});
-  if (gemm) run_groups(gemm_tiles, kConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
+  if (gemm) run_groups(gemm_tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
   else run_groups(gemv_tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
 }
 
