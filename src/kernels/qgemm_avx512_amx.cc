@@ -465,11 +465,14 @@ int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder, int n_tok) {
 
 void q6k_amx_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
                   uint8_t* packed) {
-  std::memcpy(packed + t_begin * act_stride, act + t_begin * act_stride, (t_end - t_begin) * act_stride);
-  if (!has_amx_copy(n_tok)) return;
+  // The rows of the tokens the VNNI tiles take (with the AMX copy, the last n_tok % 16).
+  const int amx_end = has_amx_copy(n_tok) ? n_tok / kGroup * kGroup : 0;
+  const int r0 = std::max(t_begin, amx_end);
+  if (t_end > r0) std::memcpy(packed + r0 * act_stride, act + r0 * act_stride, (t_end - r0) * act_stride);
+  if (amx_end == 0) return;
   const int64_t nsb = w.cols / QK_K;
   uint8_t* amx = packed + q6k_amx_offset(act_stride, n_tok);
-  for (int t = t_begin; t < std::min(t_end, n_tok / kGroup * kGroup); ++t)
+  for (int t = t_begin; t < std::min(t_end, amx_end); ++t)
     for (int64_t i = 0; i < nsb; ++i) {
       const ActQ8K& a = reinterpret_cast<const ActQ8K*>(act + t * act_stride)[i];
       uint8_t* blk = amx + (t / kGroup * nsb + i) * kQ6KAmxBlock;
