@@ -134,6 +134,7 @@ void matmul_quantized(const MatmulJob* jobs, int n_jobs, const float* x, int n_t
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& run = runs[i];
     run.k = select_qgemm(isa, jobs[run.job].w->type, run.order, jobs[run.job].w->layout);
+    if (run.k.pack && run.k.pack_bytes(*jobs[run.job].w, run.order, run.t1 - run.t0) == 0) run.k.pack = nullptr;  // rows as they are
     if (!run.k.pack) continue;
     for (size_t e = 0; e < i && run.packed_off < 0; ++e)
       if (runs[e].packs && runs[e].k.pack == run.k.pack && runs[e].order == run.order && runs[e].t0 == run.t0 &&

@@ -17,7 +17,8 @@ namespace pdserve::kernels {
 using QGemmFn = void (*)(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1,
                          float* y, int64_t ldy, QOrder order);
 
-/// Bytes of a kernel's packed activations for `n_tok` tokens.
+/// Bytes of a kernel's packed activations for `n_tok` tokens; 0: this run is not packed (gemm
+/// reads the quantize_act rows, as for a kernel without a pack function).
 using QPackBytesFn = int64_t (*)(const WeightView& w, QOrder order, int n_tok);
 
 /// Converts tokens [t_begin, t_end) of `n_tok` quantize_act rows (token t at

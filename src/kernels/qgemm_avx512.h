@@ -71,9 +71,9 @@ bool has_amx_copy(int n_tok);
 /// (16 int16 each) at kQ6KAmxBsums.
 constexpr int64_t kQ6KAmxD = 8 * 16 * 32, kQ6KAmxBsums = kQ6KAmxD + 16 * 4, kQ6KAmxBlock = kQ6KAmxBsums + 16 * 32;
 inline int64_t q6k_amx_offset(int64_t act_stride, int n_tok) { return (n_tok * act_stride + 63) / 64 * 64; }
-/// QPackBytesFn / QPackFn of the Q6_K tiles16 kernel: room for the n_tok ActQ8K rows, those of
-/// the tokens the VNNI tiles take copied (all, or with the AMX copy the last n_tok % 16), then
-/// the AMX copy when has_amx_copy(n_tok).
+/// QPackBytesFn / QPackFn of the Q6_K tiles16 kernel: when has_amx_copy(n_tok), room for the
+/// n_tok ActQ8K rows with those of the last n_tok % 16 tokens (the VNNI tiles') copied, then the
+/// AMX copy; else 0 bytes: no pack, the gemm reads the quantize_act rows.
 int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder order, int n_tok);
 void q6k_amx_pack(const WeightView& w, QOrder order, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
                   uint8_t* packed);

@@ -458,18 +458,18 @@ void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_str
 bool has_amx_copy(int n_tok) { return n_tok >= 16 && amx_enabled(); }
 
 int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder, int n_tok) {
+  if (!has_amx_copy(n_tok)) return 0;  // gemm reads the rows as they are (a decode step: no copy)
   const int64_t stride = act_row_bytes(w.type, w.cols);
-  if (!has_amx_copy(n_tok)) return n_tok * stride;
   return q6k_amx_offset(stride, n_tok) + n_tok / kGroup * (w.cols / QK_K) * kQ6KAmxBlock;
 }
 
 void q6k_amx_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
                   uint8_t* packed) {
-  // The rows of the tokens the VNNI tiles take (with the AMX copy, the last n_tok % 16).
-  const int amx_end = has_amx_copy(n_tok) ? n_tok / kGroup * kGroup : 0;
+  // Only called when has_amx_copy(n_tok) (q6k_amx_pack_bytes). The rows of the tokens the
+  // VNNI tiles take: the last n_tok % 16.
+  const int amx_end = n_tok / kGroup * kGroup;
   const int r0 = std::max(t_begin, amx_end);
   if (t_end > r0) std::memcpy(packed + r0 * act_stride, act + r0 * act_stride, (t_end - r0) * act_stride);
-  if (amx_end == 0) return;
   const int64_t nsb = w.cols / QK_K;
   uint8_t* amx = packed + q6k_amx_offset(act_stride, n_tok);
   for (int t = t_begin; t < std::min(t_end, amx_end); ++t)
