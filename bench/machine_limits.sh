@@ -270,8 +270,8 @@ print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 /
          fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), i8_name, fmt(i8[1] and i8[1] / 1e9, "%.0f"),
          fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
 if amx[2]:
-    print("AMX-INT8 peak (tdpbssd, full tiles, BM_PeakInt8Amx) %s / %s GOP/s at 1 / 2 threads: pdserve's Q4_0 / Q4_K "
-          "matmuls of >= 16 tokens use it." % (fmt(amx[1] and amx[1] / 1e9, "%.0f"), fmt(amx[2] / 1e9, "%.0f")))
+    print("AMX-INT8 peak (tdpbssd, full tiles, BM_PeakInt8Amx) %s / %s GOP/s at 1 / 2 threads: pdserve's Q4_0, Q4_K, "
+          "Q5_K (tiled order) and Q6_K matmuls of >= 16 tokens use it." % (fmt(amx[1] and amx[1] / 1e9, "%.0f"), fmt(amx[2] / 1e9, "%.0f")))
 print()
 print("| type | weight MB / GOP per token | tg128 1 thr: pdserve / ref / bound tok/s (pdserve % of bound) | "
       "tg128 2 thr: pdserve / ref / bound (%) | tg128 vs the bandwidth measured next to it, 1 / 2 thr: median % (median tok/s) | "
