@@ -57,11 +57,11 @@ constexpr int64_t kQ40Record = 48, kQ40D = 36;
 /// 16 tokens and each block b, kQ40AmxBlock bytes at (group·nb + b)·kQ40AmxBlock: the 16
 /// tokens' 32 signed values (an A tile, rows 32 bytes apart), then their 16 d_a. A tile
 /// load of strided records (16 rows of 32 bytes, a record's stride apart) read from L2 took
-/// twice as long as the tile product (bench/RESULTS.md, "AMX activations in tile order").
+/// twice as long as the tile product (bench/RESULTS.md, "AMX for Q6_K; Q4_0's activations in tile order").
 constexpr int64_t kQ40AmxBlock = 16 * 32 + 16 * 4;
 inline int64_t q40_amx_offset(int64_t nb, int n_tok) { return (n_tok * nb * kQ40Record + 63) / 64 * 64; }
-/// Whether q4_0_tiles16_kernel's pack of a run of n_tok tokens adds the AMX copy (and its
-/// gemm reads it): n_tok >= 16 and amx_enabled().
+/// Whether the packs of a run of n_tok tokens add the AMX copies (Q4_0's, Q6_K's below) and
+/// the gemms read them: n_tok >= 16 and amx_enabled().
 bool has_amx_copy(int n_tok);
 /// The AMX copy of Q8_K activations for Q6_K's AMX GEMM (q6k_amx_pack, when has_amx_copy), after
 /// the n_tok ActQ8K rows (their stride as given) at q6k_amx_offset: for each whole group of 16

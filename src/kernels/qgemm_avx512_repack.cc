@@ -11,8 +11,8 @@
 // Q4_0 and Q4_K in WeightLayout::kTiles16 (transposed once at load, weight_layout.h) skip
 // the transposition: the same arithmetic on the bytes as they lie.
 #include <algorithm>
-#include <cstring>
 #include <array>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
