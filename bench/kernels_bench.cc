@@ -467,8 +467,9 @@ constexpr int64_t kPeakFmaMacsPerIter = 10 * 8;
 
 // AMX-INT8's peak (Intel SDM vol. 1 ch. 18): TDPBSSD on full tiles (16 rows × 64 int8 of A,
 // 16 × 64 of B: 16·16·64 multiply-adds each), four independent C tiles (tmm0-3) from
-// tmm4-7, registers only. The Q4_0 / Q4_K matmuls of 16 or more tokens use these tiles
-// where the CPU has them (qgemm_avx512_amx.cc; their 32-value blocks use K = 32, half a tile's depth).
+// tmm4-7, registers only. The Q4_0, Q4_K, Q5_K (tiled order) and Q6_K matmuls of 16 or more
+// tokens use these tiles where the CPU has them (qgemm_avx512_amx.cc; Q4_0's 32-value blocks
+// and Q6_K's lanes use K = 32, half a tile's depth).
 constexpr int64_t kPeakAmxMacsPerIter = 4 * 16 * 16 * 64;
 int64_t peak_amx_thread() {
   alignas(64) uint8_t cfg[64] = {1};  // palette 1; 8 tiles of 16 rows × 64 bytes

@@ -215,7 +215,7 @@ if not i8[2]:
     i8_name = "AVX2 vpmaddubsw+vpmaddwd, BM_PeakInt8Avx2"
 f32 = {t: bench_rate("BM_PeakFma32/%d" % t, "OP/s") for t in (1, 2)}
 # AMX-INT8 (TDPBSSD on full tiles) where the CPU has it: the GEMMs of 16 or more tokens of
-# Q4_0 / Q4_K run on it there (qgemm_avx512_amx.cc). Target 2 keeps the VNNI peak; the
+# Q4_0, Q4_K, Q5_K (tiled order) and Q6_K run on it there (qgemm_avx512_amx.cc). Target 2 keeps the VNNI peak; the
 # table also gives the share of this one.
 amx = {t: bench_rate("BM_PeakInt8Amx/%d" % t, "OP/s") for t in (1, 2)}
 
