@@ -33,7 +33,9 @@ serve:
 SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance
 # Each phase prints a "== make test:" line with the UTC time, so a log shows where the time went.
 PHASE = @echo "== make test: $(1) at $$(date -u +%T) UTC"
-test: build
+test:
+	$(call PHASE,deps + Release build)
+	$(MAKE) build
 	$(call PHASE,Release suite (ctest))
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 2
 	$(call PHASE,fuzz targets)
