@@ -61,7 +61,9 @@ bool amx_available();
 /// at start) or by force_amx(false). AMX gives the same bits (the same exact int32 sums).
 bool amx_enabled();
 /// Turns the AMX GEMMs on (when available) or off from now on, in process (tests,
-/// benchmarks); returns amx_enabled().
+/// benchmarks); returns amx_enabled(). Not while a matmul runs on another thread: a matmul
+/// reads the setting when it sizes its packed activations, when it packs them and in its
+/// kernels (the AMX copies of Q4_0 and Q6_K), which must agree.
 bool force_amx(bool on);
 
 /// True when the AVX-512 VNNI K-quant row kernels may unpack with GFNI's GF2P8AFFINEQB
