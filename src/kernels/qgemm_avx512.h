@@ -40,38 +40,40 @@ QKernel q4_0_tiles16_kernel();
 QKernel q8_0_tiles16_kernel();
 QKernel q4_K_row_kernel(QOrder order);
 QKernel q4_K_tiles16_kernel(QOrder order);  // on a WeightLayout::kTiles16 matrix
+/// Whether the AMX tiles take a run of n_tok tokens (its whole 16-token groups; the VNNI tiles
+/// the rest): n_tok >= 16 and amx_enabled(). Every AMX GEMM's caller asks this one; the packs
+/// of Q4_0 and Q6_K then add their AMX copies (below) and their gemms read them.
+bool amx_takes(int n_tok);
+/// Where a run's AMX copy starts in its packed activations: after n_tok rows of row_bytes,
+/// 64-byte aligned.
+inline int64_t amx_copy_offset(int64_t row_bytes, int n_tok) { return (n_tok * row_bytes + 63) / 64 * 64; }
 /// The AMX-INT8 form of q4_K_tiles16_kernel's GEMM (qgemm_avx512_amx.cc), in the kRepackGemm
 /// order (`gemm`) or the kRepackGemv one: tokens [0, n_tok − n_tok % 16) of `act` (ActQ8K
 /// rows, act_stride bytes apart) against rows [r0, r1) (multiples of 16) of the kTiles16
-/// matrix w, into y[t·ldy + r]; the same bits. Only when amx_enabled().
+/// matrix w, into y[t·ldy + r]; the same bits. Only when amx_takes(n_tok).
 void q4k_gemm_amx(const WeightView& w, bool gemm, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                   int64_t ldy);
 /// Q5_K's kTiled GEMM (kquant_row_kernel(Q5_K, kTiled, kTiles16)'s) on AMX-INT8 tiles, as
-/// q4k_gemm_amx; the same bits. Only when amx_enabled().
+/// q4k_gemm_amx; the same bits. Only when amx_takes(n_tok).
 void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                         int64_t ldy);
 /// q40_pack's record of one token and 32-value block: its bytes, and where d_a lies in it.
 constexpr int64_t kQ40Record = 48, kQ40D = 36;
-/// The AMX copy of Q4_0's packed activations (q4_0_tiles16_kernel's pack, when amx_enabled()
-/// and a run has >= 16 tokens), after the records at q40_amx_offset: for each whole group of
+/// The AMX copy of Q4_0's packed activations (q4_0_tiles16_kernel's pack, when amx_takes(n_tok)),
+/// after the records (amx_copy_offset(nb·kQ40Record, n_tok)): for each whole group of
 /// 16 tokens and each block b, kQ40AmxBlock bytes at (group·nb + b)·kQ40AmxBlock: the 16
 /// tokens' 32 signed values (an A tile, rows 32 bytes apart), then their 16 d_a. A tile
 /// load of strided records (16 rows of 32 bytes, a record's stride apart) read from L2 took
 /// twice as long as the tile product (bench/RESULTS.md, "AMX for Q6_K; Q4_0's activations in tile order").
 constexpr int64_t kQ40AmxBlock = 16 * 32 + 16 * 4;
-inline int64_t q40_amx_offset(int64_t nb, int n_tok) { return (n_tok * nb * kQ40Record + 63) / 64 * 64; }
-/// Whether the packs of a run of n_tok tokens add the AMX copies (Q4_0's, Q6_K's below) and
-/// the gemms read them: n_tok >= 16 and amx_enabled().
-bool has_amx_copy(int n_tok);
-/// The AMX copy of Q8_K activations for Q6_K's AMX GEMM (q6k_amx_pack, when has_amx_copy), after
-/// the n_tok ActQ8K rows (their stride as given) at q6k_amx_offset: for each whole group of 16
-/// tokens and super-block i, kQ6KAmxBlock bytes at (group·nsb + i)·kQ6KAmxBlock: for each lane
-/// k = 0..7 an A tile (16 rows of 32 bytes, one a token: its values 32c+4k .. 32c+4k+3 of the
+/// The AMX copy of Q8_K activations for Q6_K's AMX GEMM (q6k_amx_pack, when amx_takes), after
+/// the n_tok ActQ8K rows (their stride as given; amx_copy_offset(act_stride, n_tok)): for
+/// each whole group of 16 tokens and super-block i, kQ6KAmxBlock bytes at
+/// (group·nsb + i)·kQ6KAmxBlock: for each lane k = 0..7 an A tile (16 rows of 32 bytes, one a token: its values 32c+4k .. 32c+4k+3 of the
 /// chunks c = 0..7, ggml's vec_dot lane k), then the 16 d_a at kQ6KAmxD and the 16 bsums rows
 /// (16 int16 each) at kQ6KAmxBsums.
 constexpr int64_t kQ6KAmxD = 8 * 16 * 32, kQ6KAmxBsums = kQ6KAmxD + 16 * 4, kQ6KAmxBlock = kQ6KAmxBsums + 16 * 32;
-inline int64_t q6k_amx_offset(int64_t act_stride, int n_tok) { return (n_tok * act_stride + 63) / 64 * 64; }
-/// QPackBytesFn / QPackFn of the Q6_K tiles16 kernel: when has_amx_copy(n_tok), room for the
+/// QPackBytesFn / QPackFn of the Q6_K tiles16 kernel: when amx_takes(n_tok), room for the
 /// n_tok ActQ8K rows with those of the last n_tok % 16 tokens (the VNNI tiles') copied, then the
 /// AMX copy; else 0 bytes: no pack, the gemm reads the quantize_act rows.
 int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder order, int n_tok);
@@ -80,13 +82,13 @@ void q6k_amx_pack(const WeightView& w, QOrder order, const uint8_t* act, int64_t
 /// Q6_K's GEMM (kVecDot, kquant_row_kernel(Q6_K, kVecDot, kTiles16)'s) on AMX-INT8 tiles:
 /// tokens [0, n_tok − n_tok % 16) of q6k_amx_pack's `packed` (rows act_stride apart, then the
 /// AMX copy) against rows [r0, r1) (multiples of 16) of the kTiles16 matrix w; the same bits.
-/// Only when has_amx_copy(n_tok).
+/// Only when amx_takes(n_tok).
 void q6k_gemm_amx(const WeightView& w, const uint8_t* packed, int64_t act_stride, int n_tok, int64_t r0, int64_t r1, float* y,
                   int64_t ldy);
 /// Q4_0's GEMM (q4_0_tiles16_kernel's, either repacked order: they are one) on AMX-INT8
 /// tiles: tokens [0, n_tok − n_tok % 16) of the AMX copy above (`amx`: its first group),
 /// rows [r0, r1) (multiples of 16) of the kTiles16 matrix w; the same bits. Only when
-/// amx_enabled().
+/// amx_takes(n_tok).
 void q40_gemm_amx(const WeightView& w, const uint8_t* amx, int n_tok, int64_t r0, int64_t r1, float* y, int64_t ldy);
 // Row kernels of Q5_K (kVecDot, kTiled; `layout` kRows or kTiles16) and Q6_K (kVecDot,
 // kTiles16 only) in ggml's orders; no kernel (gemm null) for the rest.

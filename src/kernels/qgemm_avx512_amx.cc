@@ -455,23 +455,23 @@ void q5k_tiled_gemm_amx(const WeightView& w, const uint8_t* act, int64_t act_str
   run_groups(tiles, kSuperConfig, w, w.cols / QK_K, true, act, act_stride, n_tok, r0, r1, y, ldy);
 }
 
-bool has_amx_copy(int n_tok) { return n_tok >= 16 && amx_enabled(); }
+bool amx_takes(int n_tok) { return n_tok >= 16 && amx_enabled(); }
 
 int64_t q6k_amx_pack_bytes(const WeightView& w, QOrder, int n_tok) {
-  if (!has_amx_copy(n_tok)) return 0;  // gemm reads the rows as they are (a decode step: no copy)
+  if (!amx_takes(n_tok)) return 0;  // gemm reads the rows as they are (a decode step: no copy)
   const int64_t stride = act_row_bytes(w.type, w.cols);
-  return q6k_amx_offset(stride, n_tok) + n_tok / kGroup * (w.cols / QK_K) * kQ6KAmxBlock;
+  return amx_copy_offset(stride, n_tok) + n_tok / kGroup * (w.cols / QK_K) * kQ6KAmxBlock;
 }
 
 void q6k_amx_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
                   uint8_t* packed) {
-  // Only called when has_amx_copy(n_tok) (q6k_amx_pack_bytes). The rows of the tokens the
+  // Only called when amx_takes(n_tok) (q6k_amx_pack_bytes). The rows of the tokens the
   // VNNI tiles take: the last n_tok % 16.
   const int amx_end = n_tok / kGroup * kGroup;
   const int r0 = std::max(t_begin, amx_end);
   if (t_end > r0) std::memcpy(packed + r0 * act_stride, act + r0 * act_stride, (t_end - r0) * act_stride);
   const int64_t nsb = w.cols / QK_K;
-  uint8_t* amx = packed + q6k_amx_offset(act_stride, n_tok);
+  uint8_t* amx = packed + amx_copy_offset(act_stride, n_tok);
   for (int t = t_begin; t < std::min(t_end, amx_end); ++t)
     for (int64_t i = 0; i < nsb; ++i) {
       const ActQ8K& a = reinterpret_cast<const ActQ8K*>(act + t * act_stride)[i];
@@ -493,7 +493,7 @@ void q6k_gemm_amx(const WeightView& w, const uint8_t* packed, int64_t act_stride
                   int64_t ldy) {
   static constexpr auto tiles = q6k_amx_tiles(std::make_integer_sequence<int, kMaxGroups>{});
   const int64_t nsb = w.cols / QK_K;
-  run_groups(tiles, kConfig, w, nsb, true, packed + q6k_amx_offset(act_stride, n_tok), nsb * kQ6KAmxBlock / kGroup, n_tok, r0, r1, y,
+  run_groups(tiles, kConfig, w, nsb, true, packed + amx_copy_offset(act_stride, n_tok), nsb * kQ6KAmxBlock / kGroup, n_tok, r0, r1, y,
              ldy);
 }
 

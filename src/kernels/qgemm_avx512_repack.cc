@@ -44,8 +44,8 @@ int64_t q40_pack_bytes(const WeightView& w, QOrder, int n_tok) {
 
 int64_t q40_tiles16_pack_bytes(const WeightView& w, QOrder o, int n_tok) {
   const int64_t nb = w.cols / 32;
-  if (!has_amx_copy(n_tok)) return q40_pack_bytes(w, o, n_tok);
-  return q40_amx_offset(nb, n_tok) + n_tok / 16 * nb * kQ40AmxBlock;
+  if (!amx_takes(n_tok)) return q40_pack_bytes(w, o, n_tok);
+  return amx_copy_offset(nb * kQ40Record, n_tok) + n_tok / 16 * nb * kQ40AmxBlock;
 }
 
 void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_stride, int, int t_begin, int t_end, uint8_t* packed) {
@@ -70,12 +70,12 @@ void q40_pack(const WeightView& w, QOrder, const uint8_t* act, int64_t act_strid
 
 void q40_tiles16_pack(const WeightView& w, QOrder o, const uint8_t* act, int64_t act_stride, int n_tok, int t_begin, int t_end,
                       uint8_t* packed) {
-  if (!has_amx_copy(n_tok)) return q40_pack(w, o, act, act_stride, n_tok, t_begin, t_end, packed);
+  if (!amx_takes(n_tok)) return q40_pack(w, o, act, act_stride, n_tok, t_begin, t_end, packed);
   // Tokens [0, amx_end) only in the AMX copy (the AMX tiles take them all), the rest as records.
   const int amx_end = n_tok / 16 * 16;
   if (t_end > amx_end) q40_pack(w, o, act, act_stride, n_tok, std::max(t_begin, amx_end), t_end, packed);
   const int64_t nb = w.cols / 32;
-  uint8_t* amx = packed + q40_amx_offset(nb, n_tok);
+  uint8_t* amx = packed + amx_copy_offset(nb * kQ40Record, n_tok);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int t = t_begin; t < std::min(t_end, amx_end); ++t) {
     const auto* src = reinterpret_cast<const ActPairQ8*>(act + t * act_stride);
@@ -142,9 +142,9 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
   const auto* packed = reinterpret_cast<const Q40Block*>(act);
   int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
   if constexpr (std::is_same_v<Src, Tiles16>)
-    if (has_amx_copy(n_tok)) {
+    if (amx_takes(n_tok)) {
       first = n_tok / 16 * 16;
-      q40_gemm_amx(w, act + q40_amx_offset(nb, n_tok), first, r0, r1, y, ldy);
+      q40_gemm_amx(w, act + amx_copy_offset(nb * kQ40Record, n_tok), first, r0, r1, y, ldy);
     }
   for (int t0 = first; t0 < n_tok; t0 += kMaxTok) {
     const int tt = std::min(kMaxTok, n_tok - t0);
@@ -270,7 +270,7 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
   const int64_t nsb = w.cols / QK_K;
   int first = 0;  // tokens [0, first) went to the AMX tiles (same bits)
   if constexpr (std::is_same_v<Src, Tiles16>)
-    if (n_tok >= 16 && amx_enabled()) {
+    if (amx_takes(n_tok)) {
       first = n_tok / 16 * 16;
       q4k_gemm_amx(w, kGemm, act, act_stride, first, r0, r1, y, ldy);
     }
