@@ -54,7 +54,10 @@ void kv_store(const KvLayerView& kv, int64_t slot, const float* k, const float* 
 /// isa: the code path of an f16 cache — kAuto = the best this CPU has (checked once at run
 /// time: AVX-512 F/BW/VL/VNNI → attention_avx512.cc, AVX2+FMA+F16C → attention_avx2.cc,
 /// else scalar); kScalar = the reference (paged_attention_f16_scalar); a path the CPU lacks
-/// falls back to the next one down. Every path gives the same bits. F32 and BF16 caches are
+/// falls back to the next one down. Every path gives the same bits, NaN results aside: an Inf
+/// or NaN in Q or the cache gives NaN on every path, but which NaN (sign, payload) depends on
+/// the operand order each compiled path's instructions have (a break test, 2026-12-06: about
+/// a quarter of its Inf/NaN inputs). F32 and BF16 caches are
 /// scalar; Q8_0 / Q4_0 caches have their own kernels (attention_quant.cc, numerics there)
 /// with the same dispatch.
 /// Gemma's options (defaults: off): `first_key` > 0 — keys [first_key, n_keys) only (a
