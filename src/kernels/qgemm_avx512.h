@@ -251,11 +251,11 @@ struct Tiles16 {
 /// 1.05-1.08x as fast as with the next tile's prefetch); otherwise the next tile (RowTile: 16 rows
 /// read side by side; Tiles16 GEMMs, bound by compute, which ahead() made 0.88-0.91x as
 /// fast: Q4_K_M B=32 and pp512, paired, 2026-12-05), or nothing where the caller measured
-/// that better (`next_tile` false).
+/// that better (`next_tile` false). `l1_on_amd`: ahead()'s.
 constexpr int kAheadMaxTokens = 8;
 template <class Src>
-TilePrefetch tile_prefetch(const WeightView& w, int64_t r, int64_t n_parts, int n_tok, bool next_tile = true) {
-  if (std::is_same_v<Src, Tiles16> && n_tok <= kAheadMaxTokens) return TilePrefetch::ahead(w, r, 16, n_parts);
+TilePrefetch tile_prefetch(const WeightView& w, int64_t r, int64_t n_parts, int n_tok, bool next_tile = true, bool l1_on_amd = true) {
+  if (std::is_same_v<Src, Tiles16> && n_tok <= kAheadMaxTokens) return TilePrefetch::ahead(w, r, 16, n_parts, l1_on_amd);
   return next_tile ? TilePrefetch(w, r + 16, 16, n_parts) : TilePrefetch();
 }
 

@@ -151,7 +151,7 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
     for (int64_t r = r0; r < r1; r += 16)
-      tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nb, n_tok, kNextTile), at, nb, y + t0 * ldy + r, ldy);
+      tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nb, n_tok, kNextTile, /*l1_on_amd=*/false), at, nb, y + t0 * ldy + r, ldy);
   }
 }
 

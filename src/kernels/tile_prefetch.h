@@ -9,9 +9,9 @@
 
 namespace pdserve::kernels {
 
-/// Software prefetch (into L2) of the weights a matmul kernel reads next, spread over a
-/// tile's iterations (part i of n_parts); the hardware prefetchers alone leave a one-token
-/// GEMV at a third of the memory bandwidth. Two forms:
+/// Software prefetch (into L2; ahead() on AMD into L1 too) of the weights a matmul kernel
+/// reads next, spread over a tile's iterations (part i of n_parts); the hardware prefetchers
+/// alone leave a one-token GEMV at a third of the memory bandwidth. Two forms:
 ///  * the constructor: the next row tile while one is computed. A tile's rows are
 ///    contiguous, so this is one sequential stream however many rows the kernel reads side
 ///    by side (ggml's row layout: 16 rows' blocks at once).
@@ -35,9 +35,15 @@ class TilePrefetch {
   /// back, a part's prefetches (5-53 lines) went out one a cycle; 6 or 24 NOPs gained less, and
   /// so did a dependency that let one out per 4 cycles (Q5_K 11.7), so the count of
   /// instructions in flight between them matters, not only their rate: measured, not
-  /// understood (this VM has no performance counters). AMD keeps the plain burst, which is
-  /// what kAheadBytes was measured with there.
-  static TilePrefetch ahead(const WeightView& w, int64_t row, int rows_per_tile, int64_t n_parts) {
+  /// understood (this VM has no performance counters). On AMD each prefetch is a PREFETCHT0
+  /// (into L1 as well), back to back: on the 2-core EPYC (Zen 5, 2026-12-06) one-token decode
+  /// ran 1.12-1.25x as fast as with PREFETCHT1 for the K-quants (paired tg64, 1 and 2 threads:
+  /// Q4_K_M 1.25 / 1.23, Q5_K_M 1.12 / 1.14, Q6_K 1.13 / 1.12), Q4_0 and Q8_0 1.02-1.08x;
+  /// PREFETCHNTA did as well as T0 for the K-quants in BM_GemvLayers, and there T1 spaced by 6
+  /// or 14 NOPs made no difference end to end (0.96-1.08x). Q4_0's kernel (5 lines a part)
+  /// passes l1_on_amd false and keeps PREFETCHT1: with T0 its 1-thread decode ran 0.93x.
+  /// bench/RESULTS.md has the figures.
+  static TilePrefetch ahead(const WeightView& w, int64_t row, int rows_per_tile, int64_t n_parts, bool l1_on_amd = true) {
     TilePrefetch pf;
     const int64_t tile_bytes = (std::min(w.rows, row + rows_per_tile) - row) * w.row_bytes;
     const int64_t start = row * w.row_bytes + kAheadBytes, total = w.rows * w.row_bytes;
@@ -45,7 +51,7 @@ class TilePrefetch {
     pf.p_ = static_cast<const uint8_t*>(w.data) + start;
     pf.bytes_ = std::min(tile_bytes, total - start);
     pf.step_ = ((tile_bytes + n_parts - 1) / n_parts + 63) / 64 * 64;
-    pf.spaced_ = !cpu_features().amd;
+    pf.kind_ = !cpu_features().amd ? Kind::kSpacedT1 : l1_on_amd ? Kind::kT0 : Kind::kT1;
     return pf;
   }
   TilePrefetch(const WeightView& w, int64_t next_row, int rows_per_tile, int64_t n_parts) {
@@ -58,17 +64,27 @@ class TilePrefetch {
   void part(int64_t i) const {
     // asm: GCC 12 deletes a loop of nothing but __builtin_prefetch.
     const int64_t e = std::min(bytes_, (i + 1) * step_);
-    if (spaced_) {
-      for (int64_t o = i * step_; o < e; o += 64) asm volatile(".rept 14\n\tnop\n\t.endr\n\tprefetcht1 %0" : : "m"(p_[o]));
-    } else {
-      for (int64_t o = i * step_; o < e; o += 64) asm volatile("prefetcht1 %0" : : "m"(p_[o]));
+    switch (kind_) {
+      case Kind::kT1:
+        for (int64_t o = i * step_; o < e; o += 64) asm volatile("prefetcht1 %0" : : "m"(p_[o]));
+        break;
+      case Kind::kSpacedT1:
+        for (int64_t o = i * step_; o < e; o += 64) asm volatile(".rept 14\n\tnop\n\t.endr\n\tprefetcht1 %0" : : "m"(p_[o]));
+        break;
+      case Kind::kT0:
+        for (int64_t o = i * step_; o < e; o += 64) asm volatile("prefetcht0 %0" : : "m"(p_[o]));
+        break;
     }
   }
 
  private:
   const uint8_t* p_ = nullptr;
   int64_t bytes_ = 0, step_ = 0;
-  bool spaced_ = false;  // ahead() on Intel: 14 NOPs before each prefetch (see ahead())
+  /// kT1: the next tile (the constructor; PREFETCHT0 there measured no better on the EPYC:
+  /// Q4_K_M / Q6_K B=32 and pp512 0.99-1.04x, paired). ahead(): kSpacedT1 on Intel, kT0 on AMD
+  /// (kT1 where the caller asks).
+  enum class Kind : uint8_t { kT1, kSpacedT1, kT0 };
+  Kind kind_ = Kind::kT1;
 };
 
 }  // namespace pdserve::kernels
