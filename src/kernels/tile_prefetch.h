@@ -38,11 +38,11 @@ class TilePrefetch {
   /// understood (this VM has no performance counters). On AMD each prefetch is a PREFETCHT0
   /// (into L1 as well), back to back: on the 2-core EPYC (Zen 5, 2026-12-06) one-token decode
   /// ran 1.12-1.25x as fast as with PREFETCHT1 for the K-quants (paired tg64, 1 and 2 threads:
-  /// Q4_K_M 1.25 / 1.23, Q5_K_M 1.12 / 1.14, Q6_K 1.13 / 1.12), Q4_0 and Q8_0 1.02-1.08x;
+  /// Q4_K_M 1.25 / 1.23, Q5_K_M 1.12 / 1.14, Q6_K 1.13 / 1.12), Q8_0 1.02 / 1.08;
   /// PREFETCHNTA did as well as T0 for the K-quants in BM_GemvLayers, and there T1 spaced by 6
   /// or 14 NOPs made no difference end to end (0.96-1.08x). Q4_0's kernel (5 lines a part)
-  /// passes l1_on_amd false and keeps PREFETCHT1: with T0 its 1-thread decode ran 0.93x.
-  /// bench/RESULTS.md has the figures.
+  /// passes l1_on_amd false and keeps PREFETCHT1: with T0 its 1-thread decode ran 0.93x
+  /// (6 pairs). bench/RESULTS.md has the figures.
   static TilePrefetch ahead(const WeightView& w, int64_t row, int rows_per_tile, int64_t n_parts, bool l1_on_amd = true) {
     TilePrefetch pf;
     const int64_t tile_bytes = (std::min(w.rows, row + rows_per_tile) - row) * w.row_bytes;
