@@ -47,6 +47,16 @@ ctx_kv=${CTX_KV:-f16 q8_0 q4_0}
 ttft_type=${TTFT_TYPE:-Q4_0}
 ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
+# peer.sh picks llama.cpp's CPU backend from the CPU flags: zen4 for AVX-512 VNNI + BF16,
+# skylakex for any other AVX-512 CPU. On an AVX-512 VNNI CPU without BF16 (Intel Ice Lake)
+# llama.cpp's own loader would take its icelake variant, which has VNNI: use that one, so the
+# reference runs its int8 dot products as pdserve does (2026-12-07, Ice Lake Xeon, Q4_0 pp64
+# at 2 threads: 108 tok/s with icelake, 90 with skylakex). GGML_BACKEND_PATH set by the caller wins.
+ref_backends=/tmp/sid/root/usr/lib/x86_64-linux-gnu/ggml/backends0
+if [ -z "${GGML_BACKEND_PATH:-}" ] && [ -f "$ref_backends/libggml-cpu-icelake.so" ] \
+    && grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512_vnni && ! grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512_bf16; then
+  export GGML_BACKEND_PATH=$ref_backends/libggml-cpu-icelake.so
+fi
 read -r -a synth_args <<< "${SYNTH_ARGS:-}"
 pds="$build/pdserve"
 # Everything checked before any phase runs (a bad value must not cost a long run, or a log).
@@ -269,6 +279,9 @@ print("Machine: %s, %d cores; read bandwidth (BM_StreamRead) %s / %s GB/s at 1 /
       % (open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(), os.cpu_count(),
          fmt(bw[1] and bw[1] / 1e9), fmt(bw[2] and bw[2] / 1e9), i8_name, fmt(i8[1] and i8[1] / 1e9, "%.0f"),
          fmt(i8[2] and i8[2] / 1e9, "%.0f"), fmt(f32[1] and f32[1] / 1e9, "%.0f"), fmt(f32[2] and f32[2] / 1e9, "%.0f")))
+backend = re.search(r"loaded CPU backend from \S*libggml-cpu-(\w+)\.so", "".join(read("ref-%s-t2.log" % t) for t in types))
+if backend:
+    print("Reference: llama.cpp's %s CPU backend." % backend.group(1))
 if amx[2]:
     print("AMX-INT8 peak (tdpbssd, full tiles, BM_PeakInt8Amx) %s / %s GOP/s at 1 / 2 threads: pdserve's Q4_0, Q4_K, "
           "Q5_K (tiled order) and Q6_K matmuls of >= 16 tokens use it." % (fmt(amx[1] and amx[1] / 1e9, "%.0f"), fmt(amx[2] / 1e9, "%.0f")))
