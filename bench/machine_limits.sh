@@ -48,14 +48,17 @@ ttft_type=${TTFT_TYPE:-Q4_0}
 ttft_requests=${TTFT_REQUESTS:-48}
 peer=${PEER:-../shared/tools/peer.sh}
 # peer.sh picks llama.cpp's CPU backend from the CPU flags: zen4 for AVX-512 VNNI + BF16,
-# skylakex for any other AVX-512 CPU. On an AVX-512 VNNI CPU without BF16 (Intel Ice Lake)
-# llama.cpp's own loader would take its icelake variant, which has VNNI: use that one, so the
-# reference runs its int8 dot products as pdserve does (2026-12-07, Ice Lake Xeon, Q4_0 pp64
-# at 2 threads: 108 tok/s with icelake, 90 with skylakex). GGML_BACKEND_PATH set by the caller wins.
+# skylakex for any other AVX-512 CPU. On an AVX-512 VNNI CPU without BF16 llama.cpp's own
+# loader would take a variant with VNNI: icelake (with VBMI) or cascadelake. Use that one, so
+# the reference runs its int8 dot products as pdserve does (2026-12-07, Ice Lake Xeon, Q4_0
+# pp64 at 2 threads: 108 tok/s with icelake, 90 with skylakex). The caller's GGML_BACKEND_PATH
+# wins.
 ref_backends=/tmp/sid/root/usr/lib/x86_64-linux-gnu/ggml/backends0
-if [ -z "${GGML_BACKEND_PATH:-}" ] && [ -f "$ref_backends/libggml-cpu-icelake.so" ] \
-    && grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512_vnni && ! grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512_bf16; then
-  export GGML_BACKEND_PATH=$ref_backends/libggml-cpu-icelake.so
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
+if [ -z "${GGML_BACKEND_PATH:-}" ] && [[ $cpu_flags == *" avx512_vnni "* && $cpu_flags != *" avx512_bf16 "* ]]; then
+  ref_variant=cascadelake
+  [[ $cpu_flags == *" avx512vbmi "* ]] && ref_variant=icelake
+  if [ -f "$ref_backends/libggml-cpu-$ref_variant.so" ]; then export GGML_BACKEND_PATH=$ref_backends/libggml-cpu-$ref_variant.so; fi
 fi
 read -r -a synth_args <<< "${SYNTH_ARGS:-}"
 pds="$build/pdserve"
