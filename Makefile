@@ -27,10 +27,12 @@ serve:
 # keep CI well inside its 90 minutes, that run leaves out the unit tests that only check
 # numerics on bigger models and take 10-80 s each sanitized (their code paths run in the
 # sanitized engine tests on stories260K): SpecEngine *OnSynth, ModelQuantReference, ModelArchReference,
-# ModelBatchInvariance. `make test-sanitize` runs all of them (all passed, 2026-12-02).
+# ModelBatchInvariance, and PrefixCacheSlidingWindow.Gemma3* (a 429 MiB Gemma 3 model, 203 s in
+# the Release suite and over ctest's 600 s sanitized on the Ice Lake Xeon, 2026-12-07).
+# `make test-sanitize` runs all of them (all passed, 2026-12-02).
 # Last, the unit tests that run threads with TSan (`make test-tsan`; about 6 min of build
 # and 30 s of tests here).
-SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance
+SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance|PrefixCacheSlidingWindow.Gemma3
 # Each phase prints a "== make test:" line with the UTC time, so a log shows where the time went.
 PHASE = @echo "== make test: $(1) at $$(date -u +%T) UTC"
 test:
