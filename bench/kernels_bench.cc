@@ -8,7 +8,8 @@
 // BM_PeakInt8Vnni / BM_PeakInt8Avx2 / BM_PeakFma32 / BM_PeakInt8Amx: the machine's compute peak
 // (register-only loops, issue #21); BM_PeakVecDotBlockVnni: the ceiling ggml's vec_dot order leaves of it;
 // BM_VnniWith/KIND: that loop with two instructions of another kind, which either share
-// VPDPBUSD's ports or run beside it. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
+// VPDPBUSD's ports or run beside it; BM_VnniWith/bcast_per_N: with one activation broadcast
+// from memory per N VPDPBUSD instead. BM_AttentionF16Group: one GQA group's attention with the cache in L2;
 // BM_AttentionDecodeTinyLlama/{f16,q8_0,q4_0}: a decode step's attention over all layers with
 // the cache read from memory (long-context decode, issue #21 target 5). BM_QuantizeAct/{Q8_K,
 // Q8_0}: the activations' quantisation before a quantised matmul.
@@ -399,6 +400,49 @@ PDS_VNNI_WITH(vnni_with_vpslld, "vpslld $16, %%zmm22, %%zmm20\n\tvpslld $16, %%z
 PDS_VNNI_WITH(vnni_with_vbroadcasti32x4, "vbroadcasti32x4 (%[mem]), %%zmm20\n\tvbroadcasti32x4 16(%[mem]), %%zmm21\n\t")
 #undef PDS_VNNI_WITH
 
+// The same 12 VPDPBUSD (12 accumulators) with their 4-byte activation operands broadcast from
+// memory, as the quantised GEMMs' row kernels take them (a token's 4 bytes against 16 rows):
+// BM_VnniWith/bcast_per_1 one VPBROADCASTD per VPDPBUSD (q4k_tile), bcast_per_2 one per two
+// (two 16-row tiles share it: q4k_tile_pair), bcast_per_4 one per four. On the Ice Lake Xeon a 512-bit load or
+// broadcast issues about once a cycle, so /1 runs at about half of BM_PeakInt8Vnni
+// (bench/RESULTS.md, "One broadcast per two VPDPBUSD").
+#define PDS_VNNI_BCAST(name, body)                                                                      \
+  __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
+    alignas(64) int32_t out[16];                                                                       \
+    alignas(64) static const int32_t mem[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}; \
+    int64_t n = kPeakIters;                                                                            \
+    asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"                                        \
+                 "vpabsb %%zmm0, %%zmm1\n\t" PDS_ZERO_ZMM8_15                                          \
+                 "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvpxord %%zmm17, %%zmm17, %%zmm17\n\t"            \
+                 "vpxord %%zmm18, %%zmm18, %%zmm18\n\tvpxord %%zmm19, %%zmm19, %%zmm19\n\t"            \
+                 "1:\n\t" body                                                                         \
+                 "dec %[n]\n\t"                                                                        \
+                 "jnz 1b\n\t"                                                                          \
+                 "vpaddd %%zmm9, %%zmm8, %%zmm8\n\tvpaddd %%zmm19, %%zmm8, %%zmm8\n\t"                 \
+                 "vmovdqa32 %%zmm8, %[out]\n\t"                                                        \
+                 "vzeroupper\n\t"                                                                      \
+                 : [n] "+r"(n), [out] "=m"(out)                                                        \
+                 : [mem] "r"(mem)                                                                      \
+                 : "xmm0", "xmm1", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", \
+                   "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "cc");                         \
+    return static_cast<int64_t>(out[0]);                                                               \
+  }
+#define PDS_B(off, reg) "vpbroadcastd " #off "(%[mem]), %%zmm" #reg "\n\t"
+#define PDS_D(src, acc) "vpdpbusd %%zmm" #src ", %%zmm1, %%zmm" #acc "\n\t"
+PDS_VNNI_BCAST(vnni_bcast_per_1, PDS_B(0, 20) PDS_D(20, 8) PDS_B(4, 21) PDS_D(21, 9) PDS_B(8, 20) PDS_D(20, 10)
+               PDS_B(12, 21) PDS_D(21, 11) PDS_B(16, 20) PDS_D(20, 12) PDS_B(20, 21) PDS_D(21, 13) PDS_B(24, 20) PDS_D(20, 14)
+               PDS_B(28, 21) PDS_D(21, 15) PDS_B(32, 20) PDS_D(20, 16) PDS_B(36, 21) PDS_D(21, 17) PDS_B(40, 20) PDS_D(20, 18)
+               PDS_B(44, 21) PDS_D(21, 19))
+PDS_VNNI_BCAST(vnni_bcast_per_2, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_B(4, 21) PDS_D(21, 10) PDS_D(21, 11)
+               PDS_B(8, 20) PDS_D(20, 12) PDS_D(20, 13) PDS_B(12, 21) PDS_D(21, 14) PDS_D(21, 15)
+               PDS_B(16, 20) PDS_D(20, 16) PDS_D(20, 17) PDS_B(20, 21) PDS_D(21, 18) PDS_D(21, 19))
+PDS_VNNI_BCAST(vnni_bcast_per_4, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_D(20, 10) PDS_D(20, 11)
+               PDS_B(4, 21) PDS_D(21, 12) PDS_D(21, 13) PDS_D(21, 14) PDS_D(21, 15)
+               PDS_B(8, 20) PDS_D(20, 16) PDS_D(20, 17) PDS_D(20, 18) PDS_D(20, 19))
+#undef PDS_B
+#undef PDS_D
+#undef PDS_VNNI_BCAST
+
 // The ceiling of ggml's vec_dot order (quants.h) on the VNNI kernels: per 32-value block of
 // a (row, token) pair, the exact int32 group sums must become floats and meet their block's
 // scale product before the next block (acc = fma(d_w * d_a, float(sums), acc)), so each
@@ -547,6 +591,9 @@ BENCHMARK_CAPTURE(BM_VnniWith, vpshufd, vnni_with_vpshufd)->Arg(1)->Unit(benchma
 BENCHMARK_CAPTURE(BM_VnniWith, vpermt2w, vnni_with_vpermt2w)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, vpslld, vnni_with_vpslld)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, vbroadcasti32x4, vnni_with_vbroadcasti32x4)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_1, vnni_bcast_per_1)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_2, vnni_bcast_per_2)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_4, vnni_bcast_per_4)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakVecDotBlockVnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

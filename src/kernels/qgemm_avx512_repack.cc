@@ -256,6 +256,118 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
 }
 
+/// Two 16-row tiles of Q4_K (rt[0], rt[1]) against TT tokens: q4k_tile's operations for
+/// each tile, with the same operands in the same order (the same bits), but every activation
+/// broadcast feeds both tiles' VPDPBUSD. On the Ice Lake Xeon VPDPBUSD with one broadcast
+/// each (q4k_tile's) runs at 57 % of the int8 peak, with one per two at 91 %
+/// (BM_VnniWith/bcast_per_1, _2): Q4_K_M pp512 1.14x, B=32 1.18x (bench/RESULTS.md, "One
+/// broadcast per two VPDPBUSD"). GEMMs only (more than kAheadMaxTokens tokens).
+/// A sub-block pair runs in two passes over the tokens, its low nibbles (sub-block 2c), then
+/// its high ones (2c + 1), so that a pass's weights (8 dwords of two tiles) stay in registers;
+/// the first pass's scaled sums wait in `lo`.
+template <bool kGemm, int TT>
+void q4k_tile_pair(const Tiles16* rt, const TilePrefetch* pf, const ActQ8K* const* at, int64_t nsb, float* y, int64_t ldy) {
+  constexpr int64_t kBlock = sizeof(BlockQ4_K);
+  alignas(64) float acc[2][TT][16] = {}, accm[2][TT][16] = {};
+  alignas(64) float fsum[2][TT][kGemm ? 4 : 1][16];
+  alignas(64) int32_t isum[2][TT][16], imin[2][TT][16];
+  alignas(64) int32_t lo[2][TT][16];  // the low pass's product (kGemm: as float bits)
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t i = 0; i < nsb; ++i) {
+    const K4Header hd[2] = {K4Header(rt[0], kBlock, i), K4Header(rt[1], kBlock, i)};
+    for (int c = 0; c < 4; ++c) {
+      pf[0].part(4 * i + c);
+      pf[1].part(4 * i + c);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        // h = 0: sub-block 2c (low nibbles), its scale times 16 (GEMV) or as float (GEMM);
+        // h = 1: sub-block 2c + 1 (high nibbles kept in place, 16·q), its scale (GEMV) or / 16.
+        __m512i w[2][8], sci[2];
+        __m512 scf[2];
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; ++e) {
+          const __m512i sc = hd[e].scale(2 * c + h);
+          sci[e] = h ? sc : _mm512_slli_epi32(sc, 4);
+          scf[e] = h ? _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(0.0625f)) : _mm512_cvtepi32_ps(sc);
+#pragma GCC unroll 2
+          for (int q = 0; q < 2; ++q) {
+            __m512i raw[4];
+            rt[e].slice(kBlock, i, offsetof(BlockQ4_K, qs) + 32 * c + 16 * q, raw);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) w[e][4 * q + k] = h ? _mm512_andnot_si512(m4, raw[k]) : _mm512_and_si512(raw[k], m4);
+          }
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const ActQ8K& a = at[t][i];
+          __m512i s[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()}, {_mm512_setzero_si512(), _mm512_setzero_si512()}};
+#pragma GCC unroll 8
+          for (int m = 0; m < 8; ++m) {
+            __m512i b;  // one broadcast in a register for both tiles (not two embedded ones)
+            asm("vpbroadcastd %1, %0" : "=v"(b) : "m"(*reinterpret_cast<const int32_t*>(a.qs + 64 * c + 32 * h + 4 * m)));
+            s[0][m % 2] = _mm512_dpbusd_epi32(s[0][m % 2], w[0][m], b);
+            s[1][m % 2] = _mm512_dpbusd_epi32(s[1][m % 2], w[1][m], b);
+          }
+#pragma GCC unroll 2
+          for (int e = 0; e < 2; ++e) {
+            const __m512i sum = _mm512_add_epi32(s[e][0], s[e][1]);
+            if constexpr (kGemm) {
+              // q4k_tile's fmadd(cvt(shi), sc_hi / 16, mul(cvt(sl), sc_lo)), its mul in the first pass.
+              if (h == 0) _mm512_store_ps(reinterpret_cast<float*>(lo[e][t]), _mm512_mul_ps(_mm512_cvtepi32_ps(sum), scf[e]));
+              else _mm512_store_ps(fsum[e][t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scf[e], _mm512_load_ps(reinterpret_cast<const float*>(lo[e][t]))));
+            } else if (h == 0) {
+              _mm512_store_si512(lo[e][t], _mm512_mullo_epi32(sum, sci[e]));
+            } else {
+              const __m512i is = _mm512_add_epi32(_mm512_load_si512(lo[e][t]), _mm512_mullo_epi32(sum, sci[e]));
+              const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hd[e].min_pair(c), _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+              _mm512_store_si512(isum[e][t], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[e][t]), is));
+              _mm512_store_si512(imin[e][t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[e][t]), im));
+            }
+          }
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int e = 0; e < 2; ++e) {
+      const __m512 d = hd[e].d, dmin = hd[e].dmin;
+      if constexpr (kGemm)
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const ActQ8K& a = at[t][i];
+          const __m512 da = _mm512_set1_ps(a.d);
+          const __m512 dd = _mm512_mul_ps(d, da), dm = _mm512_mul_ps(dmin, da);
+          __m512 sacc = _mm512_load_ps(acc[e][t]), sm = _mm512_load_ps(accm[e][t]);
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hd[e].min_pair(c), _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+            sacc = _mm512_fmadd_ps(_mm512_load_ps(fsum[e][t][c]), dd, sacc);
+            sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
+          }
+          _mm512_store_ps(acc[e][t], sacc);
+          _mm512_store_ps(accm[e][t], sm);
+        }
+      else
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const __m512 da = _mm512_set1_ps(at[t][i].d);
+          const __m512i is = _mm512_srai_epi32(_mm512_load_si512(isum[e][t]), 4);
+          _mm512_store_ps(acc[e][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[e][t])));
+          _mm512_store_ps(accm[e][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[e][t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[e][t])));
+        }
+    }
+  }
+#pragma GCC unroll 2
+  for (int e = 0; e < 2; ++e)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + e * 16 + t * ldy, _mm512_sub_ps(_mm512_load_ps(acc[e][t]), _mm512_load_ps(accm[e][t])));
+}
+
+template <bool kGemm, int... I>
+constexpr auto q4k_tile_pairs(std::integer_sequence<int, I...>) {
+  return std::array<void (*)(const Tiles16*, const TilePrefetch*, const ActQ8K* const*, int64_t, float*, int64_t), sizeof...(I)>{
+      q4k_tile_pair<kGemm, I + 1>...};
+}
+
 template <bool kGemm, class Src, int... I>
 constexpr auto q4k_tiles(std::integer_sequence<int, I...>) {
   return std::array<void (*)(const Src&, const TilePrefetch&, const ActQ8K* const*, int64_t, float*, int64_t), sizeof...(I)>{
@@ -281,7 +393,16 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
     // Both layouts prefetch (Tiles16 measured: gate+up 6.4 -> 6.0 ms a step with the next
     // tile's prefetch, TinyLlama Q4_K_M, 2 threads; a GEMV now with ahead()), in 4 parts per
     // super-block.
-    for (int64_t r = r0; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, 4 * nsb, n_tok), at, nsb, y + t0 * ldy + r, ldy);
+    int64_t r = r0;
+    if constexpr (std::is_same_v<Src, Tiles16>)
+      if (n_tok > kAheadMaxTokens)  // a GEMM, bound by compute: two tiles a pass (q4k_tile_pair)
+        for (; r + 32 <= r1; r += 32) {
+          static constexpr auto pairs = q4k_tile_pairs<kGemm>(std::make_integer_sequence<int, kMaxTok>{});
+          const Tiles16 rt[2] = {Tiles16(w, r, r1), Tiles16(w, r + 16, r1)};
+          const TilePrefetch pf[2] = {TilePrefetch(w, r + 32, 16, 4 * nsb), TilePrefetch(w, r + 48, 16, 4 * nsb)};
+          pairs[tt - 1](rt, pf, at, nsb, y + t0 * ldy + r, ldy);
+        }
+    for (; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, 4 * nsb, n_tok), at, nsb, y + t0 * ldy + r, ldy);
   }
 }
 
