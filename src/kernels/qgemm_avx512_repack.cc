@@ -125,6 +125,62 @@ void q40_tile(const Src& rt, const TilePrefetch& pf, const Q40Block* const* at, 
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, acc[t]);
 }
 
+/// Two 16-row tiles of Q4_0 (rt[0], rt[1]) against TT tokens: q40_tile's operations for each
+/// tile, with the same operands in the same order (the same bits), one activation broadcast
+/// for both tiles' VPDPBUSD (see q4k_tile_pair); the accumulators wait in memory.
+template <int TT>
+void q40_tile_pair(const Tiles16* rt, const Q40Block* const* at, int64_t nb, float* y, int64_t ldy) {
+  alignas(64) float acc[2][TT][16] = {};
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i wv[2][8];
+    __m512 dw[2];
+#pragma GCC unroll 2
+    for (int e = 0; e < 2; ++e) {
+      __m512i raw[4];
+      rt[e].q4_0_block(b, raw, &dw[e]);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        wv[e][k] = _mm512_and_si512(raw[k], m4);
+        wv[e][k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4);
+      }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      const Q40Block& a = at[t][b];
+      __m512i s0[2], s1[2];
+      asm("vpbroadcastd %1, %0" : "=v"(s0[0]) : "m"(a.neg_corr));
+      s0[1] = s0[0];
+      s1[0] = s1[1] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        __m512i lo, hi;  // in registers, each for both tiles
+        asm("vpbroadcastd %1, %0" : "=v"(lo) : "m"(*reinterpret_cast<const int32_t*>(a.q + 4 * k)));
+        asm("vpbroadcastd %1, %0" : "=v"(hi) : "m"(*reinterpret_cast<const int32_t*>(a.q + 16 + 4 * k)));
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; ++e) {
+          s0[e] = _mm512_dpbusd_epi32(s0[e], wv[e][k], lo);
+          s1[e] = _mm512_dpbusd_epi32(s1[e], wv[e][k + 4], hi);
+        }
+      }
+      const __m512 da = _mm512_set1_ps(a.d);
+#pragma GCC unroll 2
+      for (int e = 0; e < 2; ++e)
+        _mm512_store_ps(acc[e][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0[e], s1[e])), _mm512_mul_ps(dw[e], da),
+                                                   _mm512_load_ps(acc[e][t])));
+    }
+  }
+#pragma GCC unroll 2
+  for (int e = 0; e < 2; ++e)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + e * 16 + t * ldy, _mm512_load_ps(acc[e][t]));
+}
+
+template <int... I>
+constexpr auto q40_tile_pairs(std::integer_sequence<int, I...>) {
+  return std::array<void (*)(const Tiles16*, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{q40_tile_pair<I + 1>...};
+}
+
 template <class Src, int... I>
 constexpr auto q40_tiles(std::integer_sequence<int, I...>) {
   return std::array<void (*)(const Src&, const TilePrefetch&, const Q40Block* const*, int64_t, float*, int64_t), sizeof...(I)>{
@@ -150,7 +206,15 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
     const int tt = std::min(kMaxTok, n_tok - t0);
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
-    for (int64_t r = r0; r < r1; r += 16)
+    int64_t r = r0;
+    if constexpr (std::is_same_v<Src, Tiles16>)
+      if (n_tok > kAheadMaxTokens)  // a GEMM, bound by compute: two tiles a pass (q40_tile_pair)
+        for (; r + 32 <= r1; r += 32) {
+          static constexpr auto pairs = q40_tile_pairs(std::make_integer_sequence<int, kMaxTok>{});
+          const Tiles16 rt[2] = {Tiles16(w, r, r1), Tiles16(w, r + 16, r1)};
+          pairs[tt - 1](rt, at, nb, y + t0 * ldy + r, ldy);
+        }
+    for (; r < r1; r += 16)
       tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nb, n_tok, kNextTile, /*l1_on_amd=*/false), at, nb, y + t0 * ldy + r, ldy);
   }
 }
