@@ -12,6 +12,10 @@
 //    4 bytes at a time: llama.cpp's repacked orders, one float per row and token
 //    (qgemm_avx512_repack.cc), the K-quants' vec_dot / tiled orders
 //    (qgemm_avx512_krows.inc) and Q8_0's vec_dot order (qgemm_avx512_q8_0.cc, Tiles16 only).
+//    A GEMM of more than kAheadMaxTokens tokens on Tiles16 runs two tiles per pass where
+//    that measured faster (Q4_0, Q4_K, Q5_K's tiled order: q40_tile_pair, q4k_tile_pair,
+//    tile_tiled_pair), so that each broadcast feeds two VPDPBUSD: one broadcast per VPDPBUSD
+//    caps the Ice Lake Xeon at 57 % of its int8 peak (BM_VnniWith/bcast_per_1).
 #pragma once
 
 #include <immintrin.h>
