@@ -349,14 +349,16 @@ constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
 // The AVX-512 VNNI int8 dot of the Q8_0/Q4_0/K-quant GEMMs on CPUs that have it
 // (qgemm_avx512*.cc): vpdpbusd zmm (64 u8×s8 multiply-adds into 16 s32 lanes), 12
 // independent accumulators (zmm8-19: enough for a 4-5-cycle latency on 2 ports).
-// PDS_VNNI_WITH(name, extra) is that loop with `extra` added to each iteration: the peak is
+// PDS_VNNI_LOOP(name, body) runs `body` kPeakIters times with zmm1 = 1 bytes, zmm2 = −1,
+// zmm8-19 zero, zmm20-23 = zmm1 and [mem] 16 int32 in memory; PDS_VNNI_WITH(name, extra) is
+// the 12-VPDPBUSD loop with `extra` added to each iteration: the peak is
 // the loop alone (extra ""); BM_VnniWith/KIND adds two instructions of one kind on registers
 // of their own (no dependence on the accumulators), to see which share VPDPBUSD's ports (issue
 // #21, RESULTS "Fewer multiply-port instructions"). OP/s counts only the VPDPBUSD
 // multiply-adds, so against BM_PeakInt8Vnni a rate 12/14 as high says the two take VPDPBUSD's
 // ports, and the same rate says they run beside it. Kinds: vpmulld, vpdpwssd, vfmadd231ps,
 // vcvtdq2ps, vpbroadcastd (from memory), vpandd, vpshufd, vpermt2w, vpslld, vbroadcasti32x4 (from memory).
-#define PDS_VNNI_WITH(name, extra)                                                                     \
+#define PDS_VNNI_LOOP(name, body)                                                                      \
   __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
     alignas(64) int32_t out[16];                                                                       \
     alignas(64) static const int32_t mem[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}; \
@@ -368,13 +370,7 @@ constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
                  "vpxord %%zmm18, %%zmm18, %%zmm18\n\tvpxord %%zmm19, %%zmm19, %%zmm19\n\t"            \
                  "vmovdqa64 %%zmm1, %%zmm20\n\tvmovdqa64 %%zmm1, %%zmm21\n\t"                          \
                  "vmovdqa64 %%zmm1, %%zmm22\n\tvmovdqa64 %%zmm1, %%zmm23\n\t"                          \
-                 "1:\n\t"                                                                              \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm8\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm9\n\t"              \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm10\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm11\n\t"            \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm12\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm13\n\t"            \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm14\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm15\n\t"            \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm16\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm17\n\t"            \
-                 "vpdpbusd %%zmm2, %%zmm1, %%zmm18\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm19\n\t" extra      \
+                 "1:\n\t" body                                                                         \
                  "dec %[n]\n\t"                                                                        \
                  "jnz 1b\n\t"                                                                          \
                  "vpaddd %%zmm9, %%zmm8, %%zmm8\n\tvpaddd %%zmm20, %%zmm8, %%zmm8\n\t"                 \
@@ -387,6 +383,15 @@ constexpr int64_t kPeakVnniMacsPerIter = 12 * 64;
                    "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "cc"); \
     return out[0];                                                                                     \
   }
+// The 12 VPDPBUSD of the peak loop (zmm2 × zmm1 into zmm8-19).
+#define PDS_VNNI_12                                                                        \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm8\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm9\n\t"               \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm10\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm11\n\t"             \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm12\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm13\n\t"             \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm14\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm15\n\t"             \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm16\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm17\n\t"             \
+  "vpdpbusd %%zmm2, %%zmm1, %%zmm18\n\tvpdpbusd %%zmm2, %%zmm1, %%zmm19\n\t"
+#define PDS_VNNI_WITH(name, extra) PDS_VNNI_LOOP(name, PDS_VNNI_12 extra)
 PDS_VNNI_WITH(peak_vnni_thread, "")
 PDS_VNNI_WITH(vnni_with_vpmulld, "vpmulld %%zmm1, %%zmm20, %%zmm20\n\tvpmulld %%zmm1, %%zmm21, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vpdpwssd, "vpdpwssd %%zmm1, %%zmm1, %%zmm20\n\tvpdpwssd %%zmm1, %%zmm1, %%zmm21\n\t")
@@ -398,50 +403,30 @@ PDS_VNNI_WITH(vnni_with_vpshufd, "vpshufd $0x55, %%zmm22, %%zmm20\n\tvpshufd $0x
 PDS_VNNI_WITH(vnni_with_vpermt2w, "vpermt2w %%zmm22, %%zmm1, %%zmm20\n\tvpermt2w %%zmm23, %%zmm1, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vpslld, "vpslld $16, %%zmm22, %%zmm20\n\tvpslld $16, %%zmm23, %%zmm21\n\t")
 PDS_VNNI_WITH(vnni_with_vbroadcasti32x4, "vbroadcasti32x4 (%[mem]), %%zmm20\n\tvbroadcasti32x4 16(%[mem]), %%zmm21\n\t")
-#undef PDS_VNNI_WITH
 
 // The same 12 VPDPBUSD (12 accumulators) with their 4-byte activation operands broadcast from
 // memory, as the quantised GEMMs' row kernels take them (a token's 4 bytes against 16 rows):
 // BM_VnniWith/bcast_per_1 one VPBROADCASTD per VPDPBUSD (q4k_tile), bcast_per_2 one per two
-// (two 16-row tiles share it: q4k_tile_pair), bcast_per_4 one per four. On the Ice Lake Xeon a 512-bit load or
-// broadcast issues about once a cycle, so /1 runs at about half of BM_PeakInt8Vnni
-// (bench/RESULTS.md, "One broadcast per two VPDPBUSD").
-#define PDS_VNNI_BCAST(name, body)                                                                      \
-  __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t name() {                              \
-    alignas(64) int32_t out[16];                                                                       \
-    alignas(64) static const int32_t mem[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}; \
-    int64_t n = kPeakIters;                                                                            \
-    asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"                                        \
-                 "vpabsb %%zmm0, %%zmm1\n\t" PDS_ZERO_ZMM8_15                                          \
-                 "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvpxord %%zmm17, %%zmm17, %%zmm17\n\t"            \
-                 "vpxord %%zmm18, %%zmm18, %%zmm18\n\tvpxord %%zmm19, %%zmm19, %%zmm19\n\t"            \
-                 "1:\n\t" body                                                                         \
-                 "dec %[n]\n\t"                                                                        \
-                 "jnz 1b\n\t"                                                                          \
-                 "vpaddd %%zmm9, %%zmm8, %%zmm8\n\tvpaddd %%zmm19, %%zmm8, %%zmm8\n\t"                 \
-                 "vmovdqa32 %%zmm8, %[out]\n\t"                                                        \
-                 "vzeroupper\n\t"                                                                      \
-                 : [n] "+r"(n), [out] "=m"(out)                                                        \
-                 : [mem] "r"(mem)                                                                      \
-                 : "xmm0", "xmm1", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", \
-                   "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "cc");                         \
-    return static_cast<int64_t>(out[0]);                                                               \
-  }
+// (two 16-row tiles share it: q4k_tile_pair), bcast_per_4 one per four. On the Ice Lake Xeon
+// bcast_per_1 ran at 57 % of BM_PeakInt8Vnni, bcast_per_2 at 91 % (bench/RESULTS.md, "One
+// broadcast per two VPDPBUSD").
 #define PDS_B(off, reg) "vpbroadcastd " #off "(%[mem]), %%zmm" #reg "\n\t"
 #define PDS_D(src, acc) "vpdpbusd %%zmm" #src ", %%zmm1, %%zmm" #acc "\n\t"
-PDS_VNNI_BCAST(vnni_bcast_per_1, PDS_B(0, 20) PDS_D(20, 8) PDS_B(4, 21) PDS_D(21, 9) PDS_B(8, 20) PDS_D(20, 10)
+PDS_VNNI_LOOP(vnni_bcast_per_1, PDS_B(0, 20) PDS_D(20, 8) PDS_B(4, 21) PDS_D(21, 9) PDS_B(8, 20) PDS_D(20, 10)
                PDS_B(12, 21) PDS_D(21, 11) PDS_B(16, 20) PDS_D(20, 12) PDS_B(20, 21) PDS_D(21, 13) PDS_B(24, 20) PDS_D(20, 14)
                PDS_B(28, 21) PDS_D(21, 15) PDS_B(32, 20) PDS_D(20, 16) PDS_B(36, 21) PDS_D(21, 17) PDS_B(40, 20) PDS_D(20, 18)
                PDS_B(44, 21) PDS_D(21, 19))
-PDS_VNNI_BCAST(vnni_bcast_per_2, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_B(4, 21) PDS_D(21, 10) PDS_D(21, 11)
+PDS_VNNI_LOOP(vnni_bcast_per_2, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_B(4, 21) PDS_D(21, 10) PDS_D(21, 11)
                PDS_B(8, 20) PDS_D(20, 12) PDS_D(20, 13) PDS_B(12, 21) PDS_D(21, 14) PDS_D(21, 15)
                PDS_B(16, 20) PDS_D(20, 16) PDS_D(20, 17) PDS_B(20, 21) PDS_D(21, 18) PDS_D(21, 19))
-PDS_VNNI_BCAST(vnni_bcast_per_4, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_D(20, 10) PDS_D(20, 11)
+PDS_VNNI_LOOP(vnni_bcast_per_4, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_D(20, 10) PDS_D(20, 11)
                PDS_B(4, 21) PDS_D(21, 12) PDS_D(21, 13) PDS_D(21, 14) PDS_D(21, 15)
                PDS_B(8, 20) PDS_D(20, 16) PDS_D(20, 17) PDS_D(20, 18) PDS_D(20, 19))
 #undef PDS_B
 #undef PDS_D
-#undef PDS_VNNI_BCAST
+#undef PDS_VNNI_WITH
+#undef PDS_VNNI_12
+#undef PDS_VNNI_LOOP
 
 // The ceiling of ggml's vec_dot order (quants.h) on the VNNI kernels: per 32-value block of
 // a (row, token) pair, the exact int32 group sums must become floats and meet their block's

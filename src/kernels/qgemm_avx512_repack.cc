@@ -221,6 +221,44 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
 
 // ---- Q4_K ----
 
+/// The end of super-block i of a Q4_K tile for TT tokens (q4k_tile, q4k_tile_pair): kGemm,
+/// per 64 values c in order, acc = fma(fsum_c, d·d_a, acc) and accm = fma(Σ m·bsum32 of c,
+/// dmin·d_a, accm) (the min terms need only the header and bsum32, so they are made here);
+/// GEMV, acc = fma(isum >> 4, d·d_a, acc), accm = fma(imin, dmin·d_a, accm).
+template <bool kGemm, int TT>
+__attribute__((always_inline)) inline void q4k_end_super_block(const K4Header& hd, const ActQ8K* const* at, int64_t i,
+                                                               const float (*fsum)[kGemm ? 4 : 1][16], const int32_t (*isum)[16],
+                                                               const int32_t (*imin)[16], float (*acc)[16], float (*accm)[16]) {
+  if constexpr (kGemm) {
+    __m512i mn_pair[4];  // m_2c | m_2c+1 << 16 (int16 pairs for VPDPWSSD)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) mn_pair[c] = hd.min_pair(c);
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      const ActQ8K& a = at[t][i];
+      const __m512 da = _mm512_set1_ps(a.d);
+      const __m512 dd = _mm512_mul_ps(hd.d, da), dm = _mm512_mul_ps(hd.dmin, da);
+      __m512 s = _mm512_load_ps(acc[t]), sm = _mm512_load_ps(accm[t]);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+        s = _mm512_fmadd_ps(_mm512_load_ps(fsum[t][c]), dd, s);
+        sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
+      }
+      _mm512_store_ps(acc[t], s);
+      _mm512_store_ps(accm[t], sm);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      const __m512 da = _mm512_set1_ps(at[t][i].d);
+      const __m512i is = _mm512_srai_epi32(_mm512_load_si512(isum[t]), 4);
+      _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(hd.d, da), _mm512_load_ps(acc[t])));
+      _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(hd.dmin, da), _mm512_load_ps(accm[t])));
+    }
+  }
+}
+
 /// One 16-row tile of Q4_K against TT tokens (ActQ8K rows); kGemm: one fma pair per 64
 /// values, else per super-block.
 template <bool kGemm, int TT, class Src>
@@ -234,7 +272,6 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
   for (int64_t i = 0; i < nsb; ++i) {
     constexpr int64_t kBlock = sizeof(BlockQ4_K);
     const K4Header hd(rt, kBlock, i);
-    const __m512 d = hd.d, dmin = hd.dmin;
     __m512i mn_pair[4];  // m_2c | m_2c+1 << 16 (int16 pairs for VPDPWSSD)
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) mn_pair[c] = hd.min_pair(c);
@@ -289,32 +326,7 @@ void q4k_tile(const Src& rt, const TilePrefetch& pf, const ActQ8K* const* at, in
         }
       }
     }
-    // kGemm: the fma pair of every 64 values, token by token with the accumulators in
-    // registers (the min terms only need the header and bsum32, so they are made here).
-    if constexpr (kGemm)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) {
-        const ActQ8K& a = at[t][i];
-        const __m512 da = _mm512_set1_ps(a.d);
-        const __m512 dd = _mm512_mul_ps(d, da), dm = _mm512_mul_ps(dmin, da);
-        __m512 s = _mm512_load_ps(acc[t]), sm = _mm512_load_ps(accm[t]);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
-          s = _mm512_fmadd_ps(_mm512_load_ps(fsum[t][c]), dd, s);
-          sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
-        }
-        _mm512_store_ps(acc[t], s);
-        _mm512_store_ps(accm[t], sm);
-      }
-    if constexpr (!kGemm)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) {
-        const __m512 da = _mm512_set1_ps(at[t][i].d);
-        const __m512i is = _mm512_srai_epi32(_mm512_load_si512(isum[t]), 4);
-        _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[t])));
-        _mm512_store_ps(accm[t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[t])));
-      }
+    q4k_end_super_block<kGemm, TT>(hd, at, i, fsum, isum, imin, acc, accm);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rt.mask, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(accm[t])));
@@ -392,33 +404,7 @@ void q4k_tile_pair(const Tiles16* rt, const TilePrefetch* pf, const ActQ8K* cons
       }
     }
 #pragma GCC unroll 2
-    for (int e = 0; e < 2; ++e) {
-      const __m512 d = hd[e].d, dmin = hd[e].dmin;
-      if constexpr (kGemm)
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) {
-          const ActQ8K& a = at[t][i];
-          const __m512 da = _mm512_set1_ps(a.d);
-          const __m512 dd = _mm512_mul_ps(d, da), dm = _mm512_mul_ps(dmin, da);
-          __m512 sacc = _mm512_load_ps(acc[e][t]), sm = _mm512_load_ps(accm[e][t]);
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; ++c) {
-            const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hd[e].min_pair(c), _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
-            sacc = _mm512_fmadd_ps(_mm512_load_ps(fsum[e][t][c]), dd, sacc);
-            sm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), dm, sm);
-          }
-          _mm512_store_ps(acc[e][t], sacc);
-          _mm512_store_ps(accm[e][t], sm);
-        }
-      else
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) {
-          const __m512 da = _mm512_set1_ps(at[t][i].d);
-          const __m512i is = _mm512_srai_epi32(_mm512_load_si512(isum[e][t]), 4);
-          _mm512_store_ps(acc[e][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, da), _mm512_load_ps(acc[e][t])));
-          _mm512_store_ps(accm[e][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(imin[e][t])), _mm512_mul_ps(dmin, da), _mm512_load_ps(accm[e][t])));
-        }
-    }
+    for (int e = 0; e < 2; ++e) q4k_end_super_block<kGemm, TT>(hd[e], at, i, fsum[e], isum[e], imin[e], acc[e], accm[e]);
   }
 #pragma GCC unroll 2
   for (int e = 0; e < 2; ++e)
