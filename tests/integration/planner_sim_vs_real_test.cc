@@ -161,7 +161,16 @@ TEST(PlannerSimVsReal, ACalibratedSimulationReproducesARealServeRun) {
     const planner::Profile pc = planner::load_profile(dir + "/pc.json");
     ASSERT_TRUE(pc.calibration.calibrated()) << cal.out;
     EXPECT_GE(pc.calibration.decode_steps, 12) << cal.out;
-    EXPECT_GE(pc.calibration.prefill_steps, 5) << cal.out;
+    if (pc.calibration.prefill_steps < 5) {
+      // On a busy machine more prompts join decode steps (mixed steps, not used), so a slice
+      // can leave fewer than --min-steps prefill-only steps: serve another slice and calibrate
+      // again with every step so far (seen 2026-12-07 with the whole suite and a second job
+      // on 2 cores: 4 prefill steps, 6 mixed).
+      attempts += "attempt " + std::to_string(attempt) + ": " + std::to_string(pc.calibration.prefill_steps) +
+                  " prefill steps (< 5): another slice first\n";
+      run_real(200 + attempt);
+      continue;
+    }
     const json r = run_real(attempt);
     const json s = simulate(dir + "/pc.json", attempt);
     const json u = simulate(dir + "/p.json", attempt);  // uncalibrated, for the record
