@@ -263,4 +263,20 @@ TilePrefetch tile_prefetch(const WeightView& w, int64_t r, int64_t n_parts, int 
   return next_tile ? TilePrefetch(w, r + 16, 16, n_parts) : TilePrefetch();
 }
 
+/// The two-tile passes of a Tiles16 GEMM (q40_tile_pair, q4k_tile_pair, tile_tiled_pair: each
+/// broadcast feeds both tiles). In a call of more than kAheadMaxTokens tokens, pair(rt, pf, r)
+/// runs on rows r .. r + 31 of [r0, r1) while 32 rows remain, pf prefetching the next pair's
+/// two tiles in n_parts parts each. Returns the first row left for the one-tile kernel.
+template <class PairFn>
+int64_t tile_pairs(const WeightView& w, int64_t r0, int64_t r1, int n_tok, int64_t n_parts, PairFn&& pair) {
+  int64_t r = r0;
+  if (n_tok <= kAheadMaxTokens) return r;
+  for (; r + 32 <= r1; r += 32) {
+    const Tiles16 rt[2] = {Tiles16(w, r, r1), Tiles16(w, r + 16, r1)};
+    const TilePrefetch pf[2] = {TilePrefetch(w, r + 32, 16, n_parts), TilePrefetch(w, r + 48, 16, n_parts)};
+    pair(rt, pf, r);
+  }
+  return r;
+}
+
 }  // namespace pdserve::kernels::avx512

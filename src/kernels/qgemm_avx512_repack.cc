@@ -207,13 +207,12 @@ void q40_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
     const Q40Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
     int64_t r = r0;
-    if constexpr (std::is_same_v<Src, Tiles16>)
-      if (n_tok > kAheadMaxTokens)  // a GEMM, bound by compute: two tiles a pass (q40_tile_pair)
-        for (; r + 32 <= r1; r += 32) {
-          static constexpr auto pairs = q40_tile_pairs(std::make_integer_sequence<int, kMaxTok>{});
-          const Tiles16 rt[2] = {Tiles16(w, r, r1), Tiles16(w, r + 16, r1)};
-          pairs[tt - 1](rt, at, nb, y + t0 * ldy + r, ldy);
-        }
+    if constexpr (std::is_same_v<Src, Tiles16>) {  // a GEMM: two tiles a pass, no prefetch (as above)
+      static constexpr auto pairs = q40_tile_pairs(std::make_integer_sequence<int, kMaxTok>{});
+      r = tile_pairs(w, r0, r1, n_tok, nb, [&](const Tiles16* rt, const TilePrefetch*, int64_t rp) {
+        pairs[tt - 1](rt, at, nb, y + t0 * ldy + rp, ldy);
+      });
+    }
     for (; r < r1; r += 16)
       tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, nb, n_tok, kNextTile, /*l1_on_amd=*/false), at, nb, y + t0 * ldy + r, ldy);
   }
@@ -444,14 +443,12 @@ void q4k_gemm(const WeightView& w, const uint8_t* act, int64_t act_stride, int n
     // tile's prefetch, TinyLlama Q4_K_M, 2 threads; a GEMV now with ahead()), in 4 parts per
     // super-block.
     int64_t r = r0;
-    if constexpr (std::is_same_v<Src, Tiles16>)
-      if (n_tok > kAheadMaxTokens)  // a GEMM, bound by compute: two tiles a pass (q4k_tile_pair)
-        for (; r + 32 <= r1; r += 32) {
-          static constexpr auto pairs = q4k_tile_pairs<kGemm>(std::make_integer_sequence<int, kMaxTok>{});
-          const Tiles16 rt[2] = {Tiles16(w, r, r1), Tiles16(w, r + 16, r1)};
-          const TilePrefetch pf[2] = {TilePrefetch(w, r + 32, 16, 4 * nsb), TilePrefetch(w, r + 48, 16, 4 * nsb)};
-          pairs[tt - 1](rt, pf, at, nsb, y + t0 * ldy + r, ldy);
-        }
+    if constexpr (std::is_same_v<Src, Tiles16>) {  // a GEMM: two tiles a pass
+      static constexpr auto pairs = q4k_tile_pairs<kGemm>(std::make_integer_sequence<int, kMaxTok>{});
+      r = tile_pairs(w, r0, r1, n_tok, 4 * nsb, [&](const Tiles16* rt, const TilePrefetch* pf, int64_t rp) {
+        pairs[tt - 1](rt, pf, at, nsb, y + t0 * ldy + rp, ldy);
+      });
+    }
     for (; r < r1; r += 16) tiles[tt - 1](Src(w, r, r1), tile_prefetch<Src>(w, r, 4 * nsb, n_tok), at, nsb, y + t0 * ldy + r, ldy);
   }
 }
