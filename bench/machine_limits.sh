@@ -100,6 +100,9 @@ phase_peak() {
       | tee "$out/logs/peak.log"
 }
 
+# The reference's batched decode B=32 (8-token prompts, 16 steps) on model $1.
+ref_b32() { "$peer" llama-batched-bench -m "$1" -c 2048 -b 2048 -ub 512 -npp 8 -ntg 16 -npl 32 -t 2 -tb 2; }
+
 phase_tput() {
   local t m
   have_peer || echo "reference engine: $peer not runnable: pdserve only" | tee "$out/logs/peer-missing.log"
@@ -112,8 +115,7 @@ phase_tput() {
     if have_peer; then
       { stamp; "$peer" llama-bench -m "$m" -p 0 -n 128 -t 1 -r 2 -o md; } > "$out/logs/ref-$t-t1.log" 2>&1
       { stamp; "$peer" llama-bench -m "$m" -p 512 -n 128 -t 2 -r 2 -o md; } > "$out/logs/ref-$t-t2.log" 2>&1
-      { stamp; "$peer" llama-batched-bench -m "$m" -c 2048 -b 2048 -ub 512 -npp 8 -ntg 16 -npl 32 -t 2 -tb 2; stamp; } \
-          > "$out/logs/ref-$t-batched.log" 2>&1
+      { stamp; ref_b32 "$m"; stamp; } > "$out/logs/ref-$t-batched.log" 2>&1
       grep -E '^\| .*(pp|tg)[0-9]|^\|\s+8 \|' "$out/logs/ref-$t-t1.log" "$out/logs/ref-$t-t2.log" "$out/logs/ref-$t-batched.log" || true
     fi
   done
@@ -203,28 +205,23 @@ for _ in range(1000): print(json.dumps({"timestamp": 0, "input_length": 256, "ou
   done
 }
 
-# Target 3 in rounds: "pair ROUND PDSERVE_TOK_S REF_TOK_S" per round (batched decode B=32, the
-# same commands as phase_tput's), pdserve first in odd rounds, the reference first in even ones.
+# Target 3 in rounds: pdserve's and the reference's batched decode B=32 (phase_tput's commands),
+# pdserve first in odd rounds, the reference first in even ones; round i's outputs in
+# pairs-TYPE-pds-i.log / pairs-TYPE-ref-i.log, read by the table as phase_tput's logs.
 phase_pairs() {
-  local t=Q4_K_M m i p r log
+  local t=Q4_K_M m i
   m=$(model "$t")
-  log="$out/logs/pairs-$t-b32.log"
+  rm -f "$out/logs/pairs-$t-"*.log
   if ! have_peer; then
-    echo "reference engine: $peer not runnable: no pairs" | tee "$log"
+    echo "reference engine: $peer not runnable: no pairs"
     return 0
   fi
-  pds_b32() { "$pds" bench-model -m "$m" -p 0 -n 0 -t 2 --batch 32 | sed -nE 's/^\| batched decode B=32[^|]*\|[^|]*\|[^|]*\|\s*([0-9.]+)\s*\|$/\1/p'; }
-  ref_b32() {
-    "$peer" llama-batched-bench -m "$m" -c 2048 -b 2048 -ub 512 -npp 8 -ntg 16 -npl 32 -t 2 -tb 2 2>/dev/null \
-        | awk -F'|' '$2 + 0 == 8 && $3 + 0 == 16 && $4 + 0 == 32 { gsub(/ /, "", $9); print $9 }'
-  }
-  { stamp
-    for i in $(seq 1 "$pair_rounds"); do
-      if [ $((i % 2)) = 1 ]; then p=$(pds_b32); r=$(ref_b32); else r=$(ref_b32); p=$(pds_b32); fi
-      [ -n "$p" ] && [ -n "$r" ] || { echo "error: round $i printed no tok/s (pdserve '$p', reference '$r')" >&2; return 1; }
-      echo "pair $i $p $r"
-    done
-    stamp; } | tee "$log"
+  pds_b32() { { stamp; "$pds" bench-model -m "$m" -p 0 -n 0 -t 2 --batch 32; } > "$out/logs/pairs-$t-pds-$i.log"; }
+  ref_b32_log() { { stamp; ref_b32 "$m"; } > "$out/logs/pairs-$t-ref-$i.log" 2>&1; }
+  for i in $(seq 1 "$pair_rounds"); do
+    if [ $((i % 2)) = 1 ]; then pds_b32; ref_b32_log; else ref_b32_log; pds_b32; fi
+    grep -hE '^\| batched|^\|\s+8 \|' "$out/logs/pairs-$t-pds-$i.log" "$out/logs/pairs-$t-ref-$i.log" || true
+  done
 }
 
 phase_table() {
@@ -349,7 +346,12 @@ for t in types:
     ok2 = None if ppk is None else ppk >= (40 if kq else 50)
     ratio = b32 / rb32 if b32 and rb32 else None
     ok3 = (ratio >= 2.5 if ratio else None) if t == "Q4_K_M" else None
-    rounds = [float(l.split()[2]) / float(l.split()[3]) for l in read("pairs-%s-b32.log" % t).splitlines() if l.startswith("pair ")]
+    rounds = []
+    i = 1
+    while read("pairs-%s-pds-%d.log" % (t, i)):
+        p, r = pds_rows(read("pairs-%s-pds-%d.log" % (t, i))).get("batched"), ref_batched(read("pairs-%s-ref-%d.log" % (t, i)))
+        if p and r: rounds.append(p / r)
+        i += 1
     if rounds and t == "Q4_K_M":  # the paired rounds decide when measured
         rs = sorted(rounds)
         med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
