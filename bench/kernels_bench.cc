@@ -32,11 +32,13 @@
 #include "kernels/matmul.h"
 #include "kernels/parallel.h"
 #include "kernels/weight_layout.h"
+#include "kernels/qgemm.h"
 #include "kernels/quants.h"
 
 namespace {
 
 using pdserve::gguf::GgmlType;
+using pdserve::kernels::QOrder;
 
 struct Matrix {
   std::vector<uint8_t> data;
@@ -131,6 +133,57 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_0, GgmlType::Q4_0)->Arg(1)->Arg(16)
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The GEMM kernel alone (issue #21, target 2): the AVX-512 VNNI QKernel that Model::load's
+// kTiles16 layout gets, called directly on one thread (no activation quantisation, no fork /
+// join) for `range(0)` tokens against 32 rows × 2048 columns, the reduction order a prompt
+// batch takes (quant_order with kGemmTiledBatch). The weights (18-54 KB) and activations
+// stay in L1 / L2, so FLOP/s against BM_PeakInt8Vnni/1 is the kernel's own compute
+// efficiency; BM_MatmulTiles16 (2048 rows, weights from L3) then shows what the memory and
+// threads add. Skipped without AVX-512 VNNI; with AMX the 16 tokens go to its tiles, as a
+// prompt's do.
+void BM_GemmKernel(benchmark::State& state, GgmlType t) {
+  namespace k = pdserve::kernels;
+  if (!k::cpu_features().avx512vnni) {
+    state.SkipWithError("no AVX-512 VNNI");
+    return;
+  }
+  const int tokens = static_cast<int>(state.range(0));
+  const int64_t rows = 32, n = 2048;
+  Matrix m = make_matrix(t, rows, n);
+  k::tile16_in_place(m.view);
+  const QOrder order = k::quant_order(t, rows, static_cast<uint8_t>(1 | k::kGemmTiledBatch));
+  const k::QKernel kern = k::qgemm_avx512vnni_layout(t, order, k::WeightLayout::kTiles16);
+  if (kern.gemm == nullptr) {
+    state.SkipWithError("no kTiles16 kernel for this type");
+    return;
+  }
+  const std::vector<float> x = random_activations(tokens * n);
+  const int64_t rb = k::act_row_bytes(t, n);
+  std::vector<uint8_t> act(rb * tokens + 64), packed;
+  uint8_t* a = act.data() + (64 - reinterpret_cast<uintptr_t>(act.data()) % 64) % 64;
+  for (int i = 0; i < tokens; ++i) k::quantize_act(t, x.data() + i * n, a + i * rb, n);
+  const uint8_t* in = a;
+  if (kern.pack != nullptr && kern.pack_bytes(m.view, order, tokens) > 0) {
+    packed.resize(static_cast<size_t>(kern.pack_bytes(m.view, order, tokens) + 64));
+    uint8_t* p = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    kern.pack(m.view, order, a, rb, tokens, 0, tokens, p);
+    in = p;
+  }
+  std::vector<float> y(tokens * rows);
+  for (auto _ : state) {
+    kern.gemm(m.view, in, rb, tokens, 0, rows, y.data(), rows, order);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * rows * n * tokens * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK_CAPTURE(BM_GemmKernel, Q8_0, GgmlType::Q8_0)->Arg(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q4_0, GgmlType::Q4_0)->Arg(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q4_K, GgmlType::Q4_K)->Arg(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q5_K, GgmlType::Q5_K)->Arg(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q6_K, GgmlType::Q6_K)->Arg(16)->UseRealTime();
 
 // The activations' quantisation before every quantised matmul (kernels::quantize_act, one
 // thread): range(0) rows of 2048 values, Q8_K (the K-quants') or Q8_0 (the legacy types').

@@ -22,11 +22,13 @@
 namespace pdserve::kernels::avx512 {
 namespace {
 
-/// Tokens per pass over a tile. Each has 8 accumulators, so beyond 2 tokens they spill; 4
-/// still measured fastest at pp256 and B=32 (181 / 169 tok/s against 172 / 160 with 2, 174 /
-/// 166 with 6 and 174 / 162 with 8; TinyLlama shape, 2 threads, a first version of the
-/// layout with the d at the tile's end).
-constexpr int kMaxTok = 4;
+/// Tokens per pass over a tile. Each has 8 accumulators, so beyond 2 tokens they spill.
+/// Up to kAheadMaxTokens tokens (decode, weights from memory) 4: fewer passes over the
+/// weights (B=8 batched decode ran 0.95x with 2; 4 had measured fastest at pp256 and B=32 too,
+/// with a first version of the layout). A GEMM of more tokens takes 2 (kGemmTok): in registers,
+/// 1.12x at pp512 and 1.11x at B=32 (Q8_0, TinyLlama shape, 2 threads, 6 paired rounds, Ice
+/// Lake Xeon, 2026-12-07); 3 a pass ran 0.89x of 2 (BM_GemmKernel/Q8_0).
+constexpr int kMaxTok = 4, kGemmTok = 2;
 
 /// Packed activations of one token and block: signed values, −128 · Σ of each 4-value
 /// group, d_a.
@@ -107,8 +109,9 @@ void q80_gemm(const WeightView& w, const uint8_t* act, int64_t, int n_tok, int64
   const int64_t nb = w.cols / 32;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const auto* packed = reinterpret_cast<const Q80Block*>(act);
-  for (int t0 = 0; t0 < n_tok; t0 += kMaxTok) {
-    const int tt = std::min(kMaxTok, n_tok - t0);
+  const int per_pass = n_tok > kAheadMaxTokens ? kGemmTok : kMaxTok;
+  for (int t0 = 0; t0 < n_tok; t0 += per_pass) {
+    const int tt = std::min(per_pass, n_tok - t0);
     const Q80Block* at[kMaxTok];
     for (int t = 0; t < tt; ++t) at[t] = packed + (t0 + t) * nb;
     for (int64_t r = r0; r < r1; r += 16)
