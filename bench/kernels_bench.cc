@@ -137,8 +137,8 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)
 // The GEMM kernel alone (issue #21, target 2): the AVX-512 VNNI QKernel that Model::load's
 // kTiles16 layout gets, called directly on one thread (no activation quantisation, no fork /
 // join) for `range(0)` tokens against 32 rows × 2048 columns, the reduction order a prompt
-// batch takes (quant_order with kGemmTiledBatch). The weights (18-54 KB) and activations
-// stay in L1 / L2, so FLOP/s against BM_PeakInt8Vnni/1 is the kernel's own compute
+// batch takes (quant_order with kGemmTiledBatch). The weights (36-68 KB) and activations
+// (40-80 KB) stay in the core's L2, so FLOP/s against BM_PeakInt8Vnni/1 is the kernel's own compute
 // efficiency; BM_MatmulTiles16 (2048 rows, weights from L3) then shows what the memory and
 // threads add. Skipped without AVX-512 VNNI; with AMX the 16 tokens go to its tiles, as a
 // prompt's do.
