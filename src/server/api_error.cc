@@ -52,6 +52,11 @@ ApiError aborted_by_shutdown() {
   return unavailable("The request was aborted because the server is shutting down.");
 }
 
+ApiError aborted_by_client() {
+  return ApiError{400, "The request was aborted because the client closed its side of the connection.", "invalid_request_error",
+                  std::nullopt, std::string("client_closed_request")};
+}
+
 int http_status(StatusCode c) {
   switch (c) {
     case StatusCode::Ok: return 200;

@@ -41,6 +41,10 @@ ApiError unavailable(std::string message);
 /// 503: a running request aborted because the server is shutting down (its body, or a
 /// stream's last event).
 ApiError aborted_by_shutdown();
+/// 400 (code "client_closed_request", nginx's 499 by name) for a request aborted because its
+/// client closed its side of the connection: a half-closed client may still read this (a gone
+/// one never will); not a 503, which would invite a retry of what the client ended.
+ApiError aborted_by_client();
 
 /// The HTTP status for a failed Status of code `c` (the one code → HTTP mapping):
 ///   InvalidArgument, FailedPrecondition → 400; ResourceExhausted → 400 too (a request

@@ -177,6 +177,7 @@ struct GenerationHandler::FullResult {
   std::vector<ChoiceResult> choices;
   std::string error;
   bool aborting = false;
+  bool client_closed = false;  // the abort came from the client's end of the connection
   std::chrono::steady_clock::time_point abort_deadline;
 };
 
@@ -184,9 +185,11 @@ bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget)
   const auto until = std::chrono::steady_clock::now() + budget;
   while (!f.streams->done()) {
     if (!f.aborting && client_disconnected()) {
-      // The client hung up before its answer: nobody will read it.
+      // The client hung up before its answer: nobody will read it (a half-closed one may:
+      // it reads that it closed, not that the server is stopping).
       f.streams->abort_all();
       f.aborting = true;
+      f.client_closed = true;
       f.abort_deadline = std::chrono::steady_clock::now() + kAbortGrace;
     }
     if (!f.aborting && stopping_ && stopping_->load()) {
@@ -229,7 +232,7 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
   }
   for (const auto& c : f.choices) {
     if (c.finish == engine::FinishReason::Abort || c.finish == engine::FinishReason::None) {
-      const ApiError e = aborted_by_shutdown();
+      const ApiError e = f.client_closed ? aborted_by_client() : aborted_by_shutdown();
       return {e.status, e.body()};
     }
   }

@@ -164,9 +164,15 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     r.params.top_k = *top_k <= 0 ? 0 : clamp_int(*top_k);
   }
 
-  std::optional<int64_t> seed;
-  PDS_TRY(read_int(obj, "seed", seed));
-  if (seed) r.params.seed = static_cast<uint64_t>(*seed);
+  // The sampler's seed is a uint64: a JSON integer in [-2^63, 2^64) taken modulo 2^64 (-1 is
+  // 2^64 - 1), so every distinct seed in range gives its own stream.
+  if (const json* sv = field(obj, "seed"); sv && sv->is_number_unsigned()) {
+    r.params.seed = sv->get<uint64_t>();
+  } else {
+    std::optional<int64_t> seed;
+    PDS_TRY(read_int(obj, "seed", seed));
+    if (seed) r.params.seed = static_cast<uint64_t>(*seed);
+  }
 
   PDS_TRY(parse_stop(obj, r.params.stop));
 
@@ -425,11 +431,16 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
     }
     tokenizer::ChatMessage msg;
     msg.role = r;
+    // content: required, and null only for an assistant; an assistant turn with tool_calls
+    // may leave it out (OpenAI: "required unless tool_calls ... is specified").
+    static const json kNullContent;
     auto it = m.find("content");
-    if (it == m.end() || (it->is_null() && r != "assistant")) return missing(pm + ".content");
-    PDS_TRY(parse_content(*it, pm + ".content", msg.content));
+    const bool calls_only = it == m.end() && r == "assistant" && m.find("tool_calls") != m.end();
+    if ((it == m.end() && !calls_only) || (it != m.end() && it->is_null() && r != "assistant")) return missing(pm + ".content");
+    const json& content = calls_only ? kNullContent : *it;
+    PDS_TRY(parse_content(content, pm + ".content", msg.content));
     if (template_out) {
-      json tm = {{"role", r}, {"content", it->is_null() ? json() : json(msg.content)}};
+      json tm = {{"role", r}, {"content", content.is_null() ? json() : json(msg.content)}};
       for (const char* k : {"tool_calls", "tool_call_id", "name"})
         if (auto f = m.find(k); f != m.end()) tm[k] = *f;
       template_out->push_back(std::move(tm));

@@ -289,9 +289,10 @@ TEST_F(OpenAiApi, ErrorsKeepTheServerServing) {
 }
 
 // The kv_budget extension (token eviction): below the server's minimum (--kv-sinks +
-// --kv-recent) or not a positive integer => 400 naming the field; a valid one generates.
+// --kv-recent), above the context length (this server has no --kv-budget), or not a positive
+// integer => 400 naming the field; a valid one generates.
 TEST_F(OpenAiApi, KvBudgetFieldIsCheckedAndHonoured) {
-  for (const json& bad : {json(3), json(0), json("16")}) {
+  for (const json& bad : {json(3), json(0), json("16"), json(100000), json(int64_t{4294967396})}) {
     json r = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}, {"kv_budget", bad}}, 400);
     EXPECT_EQ(r["error"]["param"], "kv_budget") << bad.dump();
   }

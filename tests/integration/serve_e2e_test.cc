@@ -4,7 +4,12 @@
 // SIGTERM end with the shutdown error (an SSE event and [DONE], or the JSON body).
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -225,6 +230,32 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   EXPECT_EQ(received.find("choices"), std::string::npos) << "the request finished before the client gave up";
   freed = testing::wait_pool_free(slow.port());
   EXPECT_TRUE(freed) << "a non-streamed request kept running after its client left: " << health().dump();
+  // A client that half-closes (shutdown(SHUT_WR)) after its request: the request is
+  // aborted as a disconnect, and what the client can still read says so. It is not told
+  // that the server is shutting down (a 503, which invites a retry).
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(slow.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string b = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}}.dump();
+    const std::string msg = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(b.size()) + "\r\n\r\n" + b;
+    ASSERT_EQ(::send(fd, msg.data(), msg.size(), 0), static_cast<ssize_t>(msg.size()));
+    ::shutdown(fd, SHUT_WR);
+    timeval tv{30, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    EXPECT_EQ(reply.find("shutting down"), std::string::npos) << reply;
+    EXPECT_NE(reply.find("client_closed_request"), std::string::npos) << reply;
+    EXPECT_TRUE(testing::wait_pool_free(slow.port())) << health().dump();
+  }
   // The server still answers.
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(ok);

@@ -216,6 +216,12 @@ TEST(KvBudgetLimits, RequestBudgetMayOnlyLowerTheServersAndNotBelowItsMinimum) {
   }
   EXPECT_EQ(e->kv_budget_error(12), "");
   EXPECT_EQ(drain(*submit_opts(*e, prompt, greedy(4), 12)).finish, engine::FinishReason::Length);
+  {  // Without the server's --kv-budget a request's may reach the context length, not beyond.
+    auto free = make_engine(budget_cfg(0, TokenEvictionPolicy::kH2o));
+    EXPECT_EQ(free->kv_budget_error(12), "");
+    EXPECT_NE(free->kv_budget_error(100000), "");
+    EXPECT_NE(free->kv_budget_error(100000).find("context length"), std::string::npos);
+  }
   // Bad server flags: one error at start.
   auto bad = engine::Engine::create([] {
     engine::EngineConfig c = budget_cfg(10, TokenEvictionPolicy::kH2o);

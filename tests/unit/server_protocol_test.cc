@@ -187,6 +187,13 @@ TEST(ServerProtocol, SamplingRanges) {
   auto seed = completion({{"prompt", "x"}, {"seed", -1}});
   ASSERT_TRUE(seed.ok());
   EXPECT_EQ(*seed.request.params.seed, std::numeric_limits<uint64_t>::max());
+  // Seeds from 2^63 up are their own uint64 (no clamping to 2^63 - 1): distinct seeds, distinct
+  // streams; 2^64 - 1 is the same seed as -1.
+  for (uint64_t big : {uint64_t{1} << 63, (uint64_t{1} << 63) + 1, uint64_t{10000000000000000000u}, std::numeric_limits<uint64_t>::max()}) {
+    auto b = completion({{"prompt", "x"}, {"seed", big}});
+    ASSERT_TRUE(b.ok()) << big;
+    EXPECT_EQ(*b.request.params.seed, big);
+  }
   expect_error(completion({{"prompt", "x"}, {"seed", "7"}}), "seed", "expected an integer");
   expect_error(completion({{"prompt", "x"}, {"stream", 1}}), "stream", "expected a boolean");
   expect_error(completion({{"prompt", "x"}, {"ignore_eos", "yes"}}), "ignore_eos", "boolean");
@@ -345,6 +352,28 @@ TEST(ServerProtocol, ChatMessages) {
   EXPECT_EQ(p.request.messages[1].content, "a\nb");
   EXPECT_EQ(p.request.messages[2].role, "assistant");
   EXPECT_EQ(p.request.messages[2].content, "");
+
+  // An assistant turn with tool_calls may leave content out (as OpenAI's API): the same
+  // prompt as with content null. Without tool_calls, or for another role, it is missing.
+  json call = json::array({{{"id", "1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}});
+  json result = {{"role", "tool"}, {"tool_call_id", "1"}, {"content", "ok"}};
+  auto absent = chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"tool_calls", call}}, result})}});
+  auto null = chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}},
+                                              {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", call}}, result})}});
+  ASSERT_TRUE(absent.ok()) << absent.error->message;
+  ASSERT_TRUE(null.ok()) << null.error->message;
+  ASSERT_EQ(absent.request.messages.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(absent.request.messages[i].role, null.request.messages[i].role) << i;
+    EXPECT_EQ(absent.request.messages[i].content, null.request.messages[i].content) << i;
+  }
+  EXPECT_NE(absent.request.messages[1].content.find("\"name\":\"f\""), std::string::npos) << absent.request.messages[1].content;
+  expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}}})}}),
+               "messages[1].content", "Missing");
+  expect_error(chat({{"messages", json::array({{{"role", "user"}, {"tool_calls", call}}})}}), "messages[0].content", "Missing");
+  // A malformed tool_calls is named as such (not as a missing content).
+  expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"tool_calls", "x"}}})}}),
+               "messages[1].tool_calls", "");
 
   // Tools are supported (#17): a malformed function is refused, naming the field.
   expect_error(chat({{"messages", user_messages()}, {"tools", json::array({{{"type", "function"}}})}}),
