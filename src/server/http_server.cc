@@ -299,6 +299,11 @@ void HttpServer::Impl::setup_routes() {
   svr.set_error_handler(httplib::Server::HandlerWithResponse(
       [max_body = cfg.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    // Errors httplib makes itself, other than an unrouted path (404/405): the request's
+    // framing (its line, headers or body) was not understood, so where the next request
+    // would start is not known: answer, then close (RFC 9112 §2.2), rather than read the
+    // rest of this one as more requests.
+    if (res.status != 404) close_connection_after_response();
     ApiError err;
     if (res.status == 404) {
       if (const char* allowed = allowed_method(req.path); allowed && req.method != allowed) {

@@ -123,6 +123,26 @@ TEST(HttpLimits, ConnectionsPerClientAddressAreLimited) {
   }, Ms(5000)));
 }
 
+TEST(HttpLimits, AMalformedRequestLineGetsOne400AndTheConnectionCloses) {
+  // What follows a request line the server cannot parse is not read as more requests (one
+  // 400 per line, then the smuggled GET answered): one 400, then the connection closes.
+  testing::ServerProcess srv(std::vector<std::string>{});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  for (const char* bad : {"FOO / HTTP/1.1\r\n", "GET /health\r\n"}) {
+    testing::RawConnection c(srv.port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(std::string(bad) + "Host: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string got = c.read_all(Ms(3000));
+    EXPECT_EQ(testing::http_status(got), 400) << got;
+    size_t responses = 0;
+    for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos; at = got.find("HTTP/1.1 ", at + 1)) ++responses;
+    EXPECT_EQ(responses, 1u) << got;
+    EXPECT_EQ(got.find("\"object\":\"list\""), std::string::npos) << got;
+    EXPECT_TRUE(c.peer_closed()) << got;
+  }
+  EXPECT_GE(timed_completion(srv.port()), 0);
+}
+
 TEST(HttpLimits, ABodyOverTheLimitIsRefusedByItsContentLength) {
   testing::ServerProcess srv(std::vector<std::string>{});
   ASSERT_TRUE(srv.ready()) << srv.error();
