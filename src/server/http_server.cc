@@ -362,7 +362,7 @@ void HttpServer::Impl::setup_api_routes() {
     return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
       std::string body;
       bool too_large = false;
-      read([&](const char* data, size_t n) {  // a chunked body has no Content-Length to check first
+      const bool whole = read([&](const char* data, size_t n) {  // a chunked body has no Content-Length to check first
         if (body.size() + n > cfg.max_body_bytes) {
           too_large = true;
           return false;
@@ -372,6 +372,13 @@ void HttpServer::Impl::setup_api_routes() {
       });
       if (too_large) {
         send_error(res, body_too_large(cfg.max_body_bytes));
+        close_connection_after_response();
+        return;
+      }
+      if (!whole) {  // the body stopped short (the client closed, or the read timed out): never run a part
+        send_error(res, bad_request("The request body did not arrive in full (" + std::to_string(body.size()) +
+                                    " bytes read before the connection closed or the " +
+                                    std::to_string(static_cast<int>(kReadTimeoutSec)) + " s read timeout)."));
         close_connection_after_response();
         return;
       }

@@ -143,6 +143,23 @@ TEST(HttpLimits, AMalformedRequestLineGetsOne400AndTheConnectionCloses) {
   EXPECT_GE(timed_completion(srv.port()), 0);
 }
 
+TEST(HttpLimits, ABodyThatStopsShortIsRefusedNotRun) {
+  // 100 bytes announced, 30 sent (a whole JSON object on its own), then the client's side
+  // closes: the part is never run as the request, and the answer is a 400.
+  testing::ServerProcess srv(std::vector<std::string>{});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  testing::RawConnection c(srv.port());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{\"prompt\":\"hi\",\"max_tokens\":2}"));
+  c.shutdown_write();
+  const std::string got = c.read_all(Ms(5000));
+  EXPECT_EQ(testing::http_status(got), 400) << got;
+  EXPECT_NE(got.find("did not arrive in full"), std::string::npos) << got;
+  EXPECT_EQ(got.find("\"choices\""), std::string::npos) << got;
+  EXPECT_GE(timed_completion(srv.port()), 0);
+}
+
 TEST(HttpLimits, ABodyOverTheLimitIsRefusedByItsContentLength) {
   testing::ServerProcess srv(std::vector<std::string>{});
   ASSERT_TRUE(srv.ready()) << srv.error();

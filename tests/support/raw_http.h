@@ -64,6 +64,12 @@ class RawConnection {
     return fd_ >= 0;
   }
 
+  /// Closes the sending side (shutdown(SHUT_WR)): the peer reads end of stream, and what it
+  /// answers can still be read.
+  void shutdown_write() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+  }
+
   /// Reads until `marker` has arrived (returns everything read, marker included), the
   /// peer closes or `timeout` passes (returns what arrived so far).
   std::string read_until(const std::string& marker, std::chrono::milliseconds timeout) {
