@@ -134,14 +134,16 @@ BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q4_K, GgmlType::Q4_K)->Arg(1)->Arg(16)
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q5_K, GgmlType::Q5_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MatmulStreamTiles16, Q6_K, GgmlType::Q6_K)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// The GEMM kernel alone (issue #21, target 2): the AVX-512 VNNI QKernel that Model::load's
+// The GEMM kernel alone (issue #21, targets 2 and 3): the AVX-512 VNNI QKernel that Model::load's
 // kTiles16 layout gets, called directly on one thread (no activation quantisation, no fork /
-// join) for `range(0)` tokens against 32 rows × 2048 columns, the reduction order a prompt
-// batch takes (quant_order with kGemmTiledBatch). The weights (36-68 KB) and activations
-// (40-80 KB) stay in the core's L2, so FLOP/s against BM_PeakInt8Vnni/1 is the kernel's own compute
-// efficiency; BM_MatmulTiles16 (2048 rows, weights from L3) then shows what the memory and
-// threads add. Skipped without AVX-512 VNNI; with AMX the 16 tokens go to its tiles, as a
-// prompt's do.
+// join). Args: tokens, rows, columns, the tokens' gemm_order flag (5: a prompt batch's order,
+// quant_order with kGemmTiledBatch; 2: a decode token's, the batched GEMV), and rows per call
+// (0: all; 64: matmul's row chunks of a batch). /16/32/2048/5/0 is a prompt, /32/64/2048/2/0
+// batched decode (B=32; 64 rows: the four-tile and two-tile passes). The weights (36-136 KB)
+// and activations (40-80 KB) stay in the core's L2, so FLOP/s against BM_PeakInt8Vnni/1 is the
+// kernel's own compute efficiency; BM_MatmulTiles16 (2048 rows, weights from L3) then shows what
+// the memory and threads add. Skipped without AVX-512 VNNI; with AMX 16 tokens go to its tiles, as
+// a prompt's do.
 void BM_GemmKernel(benchmark::State& state, GgmlType t) {
   namespace k = pdserve::kernels;
   if (!k::cpu_features().avx512vnni) {
@@ -149,10 +151,10 @@ void BM_GemmKernel(benchmark::State& state, GgmlType t) {
     return;
   }
   const int tokens = static_cast<int>(state.range(0));
-  const int64_t rows = 32, n = 2048;
+  const int64_t rows = state.range(1), n = state.range(2);
   Matrix m = make_matrix(t, rows, n);
   k::tile16_in_place(m.view);
-  const QOrder order = k::quant_order(t, rows, static_cast<uint8_t>(1 | k::kGemmTiledBatch));
+  const QOrder order = k::quant_order(t, rows, static_cast<uint8_t>(state.range(3)));
   const k::QKernel kern = k::qgemm_avx512vnni_layout(t, order, k::WeightLayout::kTiles16);
   if (kern.gemm == nullptr) {
     state.SkipWithError("no kTiles16 kernel for this type");
@@ -171,19 +173,20 @@ void BM_GemmKernel(benchmark::State& state, GgmlType t) {
     in = p;
   }
   std::vector<float> y(tokens * rows);
+  const int64_t chunk = state.range(4) > 0 ? state.range(4) : rows;
   for (auto _ : state) {
-    kern.gemm(m.view, in, rb, tokens, 0, rows, y.data(), rows, order);
+    for (int64_t r = 0; r < rows; r += chunk) kern.gemm(m.view, in, rb, tokens, r, std::min(rows, r + chunk), y.data(), rows, order);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * rows * n * tokens * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK_CAPTURE(BM_GemmKernel, Q8_0, GgmlType::Q8_0)->Arg(16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemmKernel, Q4_0, GgmlType::Q4_0)->Arg(16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemmKernel, Q4_K, GgmlType::Q4_K)->Arg(16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemmKernel, Q5_K, GgmlType::Q5_K)->Arg(16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemmKernel, Q6_K, GgmlType::Q6_K)->Arg(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q8_0, GgmlType::Q8_0)->Args({16, 32, 2048, 5, 0})->Args({32, 64, 2048, 2, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q4_0, GgmlType::Q4_0)->Args({16, 32, 2048, 5, 0})->Args({32, 64, 2048, 2, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q4_K, GgmlType::Q4_K)->Args({16, 32, 2048, 5, 0})->Args({32, 64, 2048, 2, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q5_K, GgmlType::Q5_K)->Args({16, 32, 2048, 5, 0})->Args({32, 64, 2048, 2, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmKernel, Q6_K, GgmlType::Q6_K)->Args({16, 32, 2048, 5, 0})->Args({32, 64, 2048, 2, 0})->UseRealTime();
 
 // The activations' quantisation before every quantised matmul (kernels::quantize_act, one
 // thread): range(0) rows of 2048 values, Q8_K (the K-quants') or Q8_0 (the legacy types').
@@ -475,6 +478,25 @@ PDS_VNNI_LOOP(vnni_bcast_per_2, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_B(4, 
 PDS_VNNI_LOOP(vnni_bcast_per_4, PDS_B(0, 20) PDS_D(20, 8) PDS_D(20, 9) PDS_D(20, 10) PDS_D(20, 11)
                PDS_B(4, 21) PDS_D(21, 12) PDS_D(21, 13) PDS_D(21, 14) PDS_D(21, 15)
                PDS_B(8, 20) PDS_D(20, 16) PDS_D(20, 17) PDS_D(20, 18) PDS_D(20, 19))
+// Other memory µops beside the 12 VPDPBUSD: ld64_per_N one 64-byte load (VMOVDQA64, an L1
+// hit) per N of them, as a VPDPBUSD operand or sum that a kernel keeps in memory costs;
+// store_per_N one 64-byte store per N (to one line), as a kernel's accumulators kept in memory
+// cost. On the Ice Lake Xeon VM these showed that it runs about one vector load a cycle, not
+// two (bench/RESULTS.md, "Vector loads and stores cost this VM").
+#define PDS_L(reg) "vmovdqa64 (%[mem]), %%zmm" #reg "\n\t"
+#define PDS_S "vmovdqa64 %%zmm1, %[out]\n\t"
+PDS_VNNI_LOOP(vnni_ld64_per_1, PDS_L(20) PDS_D(20, 8) PDS_L(21) PDS_D(21, 9) PDS_L(20) PDS_D(20, 10) PDS_L(21) PDS_D(21, 11)
+               PDS_L(20) PDS_D(20, 12) PDS_L(21) PDS_D(21, 13) PDS_L(20) PDS_D(20, 14) PDS_L(21) PDS_D(21, 15)
+               PDS_L(20) PDS_D(20, 16) PDS_L(21) PDS_D(21, 17) PDS_L(20) PDS_D(20, 18) PDS_L(21) PDS_D(21, 19))
+PDS_VNNI_LOOP(vnni_ld64_per_2, PDS_L(20) PDS_D(20, 8) PDS_D(20, 9) PDS_L(21) PDS_D(21, 10) PDS_D(21, 11)
+               PDS_L(20) PDS_D(20, 12) PDS_D(20, 13) PDS_L(21) PDS_D(21, 14) PDS_D(21, 15)
+               PDS_L(20) PDS_D(20, 16) PDS_D(20, 17) PDS_L(21) PDS_D(21, 18) PDS_D(21, 19))
+PDS_VNNI_LOOP(vnni_store_per_2, PDS_D(1, 8) PDS_D(1, 9) PDS_S PDS_D(1, 10) PDS_D(1, 11) PDS_S PDS_D(1, 12) PDS_D(1, 13) PDS_S
+               PDS_D(1, 14) PDS_D(1, 15) PDS_S PDS_D(1, 16) PDS_D(1, 17) PDS_S PDS_D(1, 18) PDS_D(1, 19) PDS_S)
+PDS_VNNI_LOOP(vnni_store_per_4, PDS_D(1, 8) PDS_D(1, 9) PDS_D(1, 10) PDS_D(1, 11) PDS_S PDS_D(1, 12) PDS_D(1, 13) PDS_D(1, 14)
+               PDS_D(1, 15) PDS_S PDS_D(1, 16) PDS_D(1, 17) PDS_D(1, 18) PDS_D(1, 19) PDS_S)
+#undef PDS_L
+#undef PDS_S
 #undef PDS_B
 #undef PDS_D
 #undef PDS_VNNI_WITH
@@ -632,6 +654,10 @@ BENCHMARK_CAPTURE(BM_VnniWith, vbroadcasti32x4, vnni_with_vbroadcasti32x4)->Arg(
 BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_1, vnni_bcast_per_1)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_2, vnni_bcast_per_2)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_VnniWith, bcast_per_4, vnni_bcast_per_4)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, ld64_per_1, vnni_ld64_per_1)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, ld64_per_2, vnni_ld64_per_2)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, store_per_2, vnni_store_per_2)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK_CAPTURE(BM_VnniWith, store_per_4, vnni_store_per_4)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakVecDotBlockVnni)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakInt8Avx2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PeakFma32)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

@@ -392,18 +392,34 @@ void q4k_tile_pair(const Tiles16* rt, const TilePrefetch* pf, const ActQ8K* cons
               else _mm512_store_ps(fsum[e][t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scf[e], _mm512_load_ps(reinterpret_cast<const float*>(lo[e][t]))));
             } else if (h == 0) {
               _mm512_store_si512(lo[e][t], _mm512_mullo_epi32(sum, sci[e]));
-            } else {
+            } else {  // the mins' sum waits for the super-block's end (no store here)
               const __m512i is = _mm512_add_epi32(_mm512_load_si512(lo[e][t]), _mm512_mullo_epi32(sum, sci[e]));
-              const __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hd[e].min_pair(c), _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
               _mm512_store_si512(isum[e][t], c == 0 ? is : _mm512_add_epi32(_mm512_load_si512(isum[e][t]), is));
-              _mm512_store_si512(imin[e][t], c == 0 ? im : _mm512_add_epi32(_mm512_load_si512(imin[e][t]), im));
             }
           }
         }
       }
     }
 #pragma GCC unroll 2
-    for (int e = 0; e < 2; ++e) q4k_end_super_block<kGemm, TT>(hd[e], at, i, fsum[e], isum[e], imin[e], acc[e], accm[e]);
+    for (int e = 0; e < 2; ++e) {
+      // GEMV: Σ_j m_j·bsum32_j of each token here, in registers (exact int32, so q4k_tile's
+      // per-64-value sums' bits), not a 64-byte store per tile and token every 64 values: this
+      // VM's stores cost that much (B=32 1.04×, bench/RESULTS.md, "Vector loads and stores").
+      if constexpr (!kGemm) {
+        __m512i mn_pair[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) mn_pair[c] = hd[e].min_pair(c);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const ActQ8K& a = at[t][i];
+          __m512i im = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) im = _mm512_dpwssd_epi32(im, mn_pair[c], _mm512_set1_epi32(load_i32(a.bsum32 + 2 * c)));
+          _mm512_store_si512(imin[e][t], im);
+        }
+      }
+      q4k_end_super_block<kGemm, TT>(hd[e], at, i, fsum[e], isum[e], imin[e], acc[e], accm[e]);
+    }
   }
 #pragma GCC unroll 2
   for (int e = 0; e < 2; ++e)
