@@ -31,7 +31,7 @@ serve:
 # the Release suite and over ctest's 600 s sanitized on the Ice Lake Xeon, 2026-12-07).
 # `make test-sanitize` runs all of them (all passed, 2026-12-02).
 # Last, the unit tests that run threads with TSan (`make test-tsan`; about 6 min of build
-# and 30 s of tests here).
+# with an empty cache, then 0.5-4 min of tests by machine and load).
 SANITIZE_IN_TEST_EXCLUDE = OnSynth|ModelQuantReference|ModelArchReference|ModelBatchInvariance|PrefixCacheSlidingWindow.Gemma3
 # Each phase prints a "== make test:" line with the UTC time, so a log shows where the time went.
 PHASE = @echo "== make test: $(1) at $$(date -u +%T) UTC"
