@@ -225,6 +225,21 @@ void HttpServer::Impl::setup_routes() {
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // A body whose length is ambiguous (RFC 9112 §6.3: Content-Length not one run of digits, or
+    // sent twice, or beside Transfer-Encoding) is refused before it is read, and the connection
+    // closed: a proxy in front could frame it otherwise, and what follows is not known to be a
+    // request.
+    if (const size_t n_len = req.get_header_value_count("Content-Length"); n_len > 0) {
+      const std::string len = req.get_header_value("Content-Length");
+      const bool digits = !len.empty() && len.find_first_not_of("0123456789") == std::string::npos;
+      if (n_len > 1 || !digits || req.has_header("Transfer-Encoding")) {
+        send_error(res, bad_request(n_len > 1 ? "The request has more than one Content-Length header."
+                                    : !digits ? "The request's Content-Length is not a decimal number: '" + len + "'."
+                                              : "The request has both Transfer-Encoding and Content-Length."));
+        close_connection_after_response();
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     // A body over the limit is refused by its Content-Length, before it is read.
     if (req.has_header("Content-Length")) {
       const std::string len = req.get_header_value("Content-Length");
@@ -376,9 +391,11 @@ void HttpServer::Impl::setup_api_routes() {
         return;
       }
       if (!whole) {  // the body stopped short (the client closed, or the read timed out): never run a part
-        send_error(res, bad_request("The request body did not arrive in full (" + std::to_string(body.size()) +
-                                    " bytes read before the connection closed or the " +
-                                    std::to_string(static_cast<int>(kReadTimeoutSec)) + " s read timeout)."));
+        send_error(res, bad_request("The request body could not be read in full (" + std::to_string(body.size()) +
+                                    " bytes read): it stopped short of its length before the connection closed or the " +
+                                    std::to_string(static_cast<int>(kReadTimeoutSec)) +
+                                    " s read timeout, or its chunked framing was malformed or carried trailer fields, "
+                                    "which this server does not take."));
         close_connection_after_response();
         return;
       }

@@ -168,6 +168,9 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   // 2^64 - 1), so every distinct seed in range gives its own stream.
   if (const json* sv = field(obj, "seed"); sv && sv->is_number_unsigned()) {
     r.params.seed = sv->get<uint64_t>();
+  } else if (sv && sv->is_number_float() && sv->get<double>() >= 0x1p63 && sv->get<double>() < 0x1p64 &&
+             sv->get<double>() == std::floor(sv->get<double>())) {  // an integral float such as 1e19
+    r.params.seed = static_cast<uint64_t>(sv->get<double>());
   } else {
     std::optional<int64_t> seed;
     PDS_TRY(read_int(obj, "seed", seed));
@@ -435,7 +438,8 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
     // may leave it out (OpenAI: "required unless tool_calls ... is specified").
     static const json kNullContent;
     auto it = m.find("content");
-    const bool calls_only = it == m.end() && r == "assistant" && m.find("tool_calls") != m.end();
+    const auto calls = m.find("tool_calls");
+    const bool calls_only = it == m.end() && r == "assistant" && calls != m.end() && !calls->is_null();
     if ((it == m.end() && !calls_only) || (it != m.end() && it->is_null() && r != "assistant")) return missing(pm + ".content");
     const json& content = calls_only ? kNullContent : *it;
     PDS_TRY(parse_content(content, pm + ".content", msg.content));

@@ -194,6 +194,9 @@ TEST(ServerProtocol, SamplingRanges) {
     ASSERT_TRUE(b.ok()) << big;
     EXPECT_EQ(*b.request.params.seed, big);
   }
+  auto as_float = completion({{"prompt", "x"}, {"seed", 1e19}});  // an integral float in that range too
+  ASSERT_TRUE(as_float.ok());
+  EXPECT_EQ(*as_float.request.params.seed, uint64_t{10000000000000000000u});
   expect_error(completion({{"prompt", "x"}, {"seed", "7"}}), "seed", "expected an integer");
   expect_error(completion({{"prompt", "x"}, {"stream", 1}}), "stream", "expected a boolean");
   expect_error(completion({{"prompt", "x"}, {"ignore_eos", "yes"}}), "ignore_eos", "boolean");
@@ -369,6 +372,8 @@ TEST(ServerProtocol, ChatMessages) {
   }
   EXPECT_NE(absent.request.messages[1].content.find("\"name\":\"f\""), std::string::npos) << absent.request.messages[1].content;
   expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}}})}}),
+               "messages[1].content", "Missing");
+  expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"tool_calls", nullptr}}})}}),
                "messages[1].content", "Missing");
   expect_error(chat({{"messages", json::array({{{"role", "user"}, {"tool_calls", call}}})}}), "messages[0].content", "Missing");
   // A malformed tool_calls is named as such (not as a missing content).
