@@ -225,28 +225,23 @@ void HttpServer::Impl::setup_routes() {
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // A body whose length is ambiguous (RFC 9112 §6.3: Content-Length not one run of digits, or
-    // sent twice, or beside Transfer-Encoding) is refused before it is read, and the connection
-    // closed: a proxy in front could frame it otherwise, and what follows is not known to be a
-    // request.
+    // The body's length, checked before the body is read. Ambiguous (RFC 9112 §6.3: not one run
+    // of digits, sent twice, or beside Transfer-Encoding): 400 and the connection closed, as a
+    // proxy in front could frame it otherwise and what follows is not known to be a request.
+    // Over the limit: 413 by the Content-Length alone.
     if (const size_t n_len = req.get_header_value_count("Content-Length"); n_len > 0) {
       const std::string len = req.get_header_value("Content-Length");
       const bool digits = !len.empty() && len.find_first_not_of("0123456789") == std::string::npos;
+      std::optional<ApiError> err;
       if (n_len > 1 || !digits || req.has_header("Transfer-Encoding")) {
-        send_error(res, bad_request(n_len > 1 ? "The request has more than one Content-Length header."
-                                    : !digits ? "The request's Content-Length is not a decimal number: '" + len + "'."
-                                              : "The request has both Transfer-Encoding and Content-Length."));
-        close_connection_after_response();
-        return httplib::Server::HandlerResponse::Handled;
+        err = bad_request(n_len > 1 ? "The request has more than one Content-Length header."
+                          : !digits ? "The request's Content-Length is not a decimal number: '" + len + "'."
+                                    : "The request has both Transfer-Encoding and Content-Length.");
+      } else if (std::strtoull(len.c_str(), nullptr, 10) > cfg.max_body_bytes) {  // saturates: too long is too large
+        err = body_too_large(cfg.max_body_bytes);
       }
-    }
-    // A body over the limit is refused by its Content-Length, before it is read.
-    if (req.has_header("Content-Length")) {
-      const std::string len = req.get_header_value("Content-Length");
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
-      if (end != len.c_str() && n > cfg.max_body_bytes) {
-        send_error(res, body_too_large(cfg.max_body_bytes));
+      if (err) {
+        send_error(res, *err);
         close_connection_after_response();
         return httplib::Server::HandlerResponse::Handled;
       }

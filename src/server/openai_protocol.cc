@@ -64,6 +64,20 @@ std::optional<int64_t> as_integer(const json& v) {
   return std::nullopt;
 }
 
+/// The sampler's seed (a uint64): a JSON integer in [-2^63, 2^64), or a float with such an
+/// integral value (1e19), taken modulo 2^64 (-1 is 2^64 - 1), so distinct seeds in range give
+/// distinct streams; nullopt for anything else.
+std::optional<uint64_t> as_seed(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d == std::floor(d) && d >= -0x1p63 && d < 0x1p64)
+      return d < 0 ? static_cast<uint64_t>(static_cast<int64_t>(d)) : static_cast<uint64_t>(d);
+  }
+  return std::nullopt;
+}
+
 int clamp_int(int64_t v) {
   if (v > std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
   if (v < std::numeric_limits<int>::min()) return std::numeric_limits<int>::min();
@@ -164,17 +178,10 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     r.params.top_k = *top_k <= 0 ? 0 : clamp_int(*top_k);
   }
 
-  // The sampler's seed is a uint64: a JSON integer in [-2^63, 2^64) taken modulo 2^64 (-1 is
-  // 2^64 - 1), so every distinct seed in range gives its own stream.
-  if (const json* sv = field(obj, "seed"); sv && sv->is_number_unsigned()) {
-    r.params.seed = sv->get<uint64_t>();
-  } else if (sv && sv->is_number_float() && sv->get<double>() >= 0x1p63 && sv->get<double>() < 0x1p64 &&
-             sv->get<double>() == std::floor(sv->get<double>())) {  // an integral float such as 1e19
-    r.params.seed = static_cast<uint64_t>(sv->get<double>());
-  } else {
-    std::optional<int64_t> seed;
-    PDS_TRY(read_int(obj, "seed", seed));
-    if (seed) r.params.seed = static_cast<uint64_t>(*seed);
+  if (const json* sv = field(obj, "seed")) {
+    const std::optional<uint64_t> seed = as_seed(*sv);
+    if (!seed) return type_error("seed", "an integer in [-2^63, 2^64)", *sv);
+    r.params.seed = *seed;
   }
 
   PDS_TRY(parse_stop(obj, r.params.stop));

@@ -134,9 +134,7 @@ TEST(HttpLimits, AMalformedRequestLineGetsOne400AndTheConnectionCloses) {
     ASSERT_TRUE(c.send(std::string(bad) + "Host: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
     const std::string got = c.read_all(Ms(3000));
     EXPECT_EQ(testing::http_status(got), 400) << got;
-    size_t responses = 0;
-    for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos; at = got.find("HTTP/1.1 ", at + 1)) ++responses;
-    EXPECT_EQ(responses, 1u) << got;
+    EXPECT_EQ(testing::http_responses(got), 1u) << got;
     EXPECT_EQ(got.find("\"object\":\"list\""), std::string::npos) << got;
     EXPECT_TRUE(c.peer_closed()) << got;
   }
@@ -161,9 +159,7 @@ TEST(HttpLimits, AnAmbiguousBodyLengthGetsOne400AndTheConnectionCloses) {
     const std::string got = c.read_all(Ms(3000));
     EXPECT_EQ(testing::http_status(got), 400) << got;
     EXPECT_NE(got.find(why), std::string::npos) << got;
-    size_t responses = 0;
-    for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos; at = got.find("HTTP/1.1 ", at + 1)) ++responses;
-    EXPECT_EQ(responses, 1u) << got;
+    EXPECT_EQ(testing::http_responses(got), 1u) << got;
     EXPECT_TRUE(c.peer_closed()) << got;
   }
   EXPECT_GE(timed_completion(srv.port()), 0);

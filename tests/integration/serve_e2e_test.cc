@@ -4,12 +4,7 @@
 // SIGTERM end with the shutdown error (an SSE event and [DONE], or the JSON body).
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +16,7 @@
 
 #include "gguf/gguf.h"
 #include "support/pool_free.h"
+#include "support/raw_http.h"
 #include "support/reference.h"
 #include "support/server_process.h"
 #include "support/wait.h"
@@ -234,24 +230,12 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
   // aborted as a disconnect, and what the client can still read says so. It is not told
   // that the server is shutting down (a 503, which invites a retry).
   {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(slow.port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const std::string b = json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}}.dump();
-    const std::string msg = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(b.size()) + "\r\n\r\n" + b;
-    ASSERT_EQ(::send(fd, msg.data(), msg.size(), 0), static_cast<ssize_t>(msg.size()));
-    ::shutdown(fd, SHUT_WR);
-    timeval tv{30, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string reply;
-    char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
-    ::close(fd);
+    testing::RawConnection half(slow.port());
+    ASSERT_TRUE(half.ok());
+    ASSERT_TRUE(half.send(testing::http_post(
+        "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}}.dump())));
+    half.shutdown_write();
+    const std::string reply = half.read_all(std::chrono::seconds(30));
     EXPECT_EQ(reply.find("shutting down"), std::string::npos) << reply;
     EXPECT_NE(reply.find("client_closed_request"), std::string::npos) << reply;
     EXPECT_TRUE(testing::wait_pool_free(slow.port())) << health().dump();

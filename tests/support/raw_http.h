@@ -118,6 +118,13 @@ inline std::string http_post(const std::string& path, const std::string& body) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+/// How many HTTP/1.1 responses (status lines) `received` holds.
+inline size_t http_responses(const std::string& received) {
+  size_t n = 0;
+  for (size_t at = received.find("HTTP/1.1 "); at != std::string::npos; at = received.find("HTTP/1.1 ", at + 1)) ++n;
+  return n;
+}
+
 /// The status code of the HTTP response at the start of `response`, or -1.
 inline int http_status(const std::string& response) {
   if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return -1;
