@@ -161,7 +161,7 @@ std::string EngineImpl::kv_budget_error(int kv_budget) const {
   const int lo = cfg_.kv_evict.min_budget();
   if (kv_budget < lo || kv_budget > (cfg_.kv_budget > 0 ? cfg_.kv_budget : n_ctx_))
     return "kv_budget must be between " + std::to_string(lo) + " (--kv-sinks + --kv-recent) and " +
-           (cfg_.kv_budget > 0 ? std::to_string(cfg_.kv_budget) + " (the server's --kv-budget)" : std::string("the context length")) +
+           (cfg_.kv_budget > 0 ? std::to_string(cfg_.kv_budget) + " (the server's --kv-budget)" : std::string("the context length, ") + std::to_string(n_ctx_)) +
            "; got " + std::to_string(kv_budget);
   return {};
 }

@@ -100,9 +100,8 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     send_error(res, unavailable("The server is shutting down."));
     // The client should go elsewhere (or come back after a restart), not reuse this
     // connection: it is closed after the response.
-    res.set_header("Connection", "close");
     res.set_header("Retry-After", "1");
-    close_connection_after_response();
+    close_connection_after_response(res);
     return true;
   };
   // Once before counting (so refused requests do not hold the shutdown back), and once

@@ -175,7 +175,8 @@ class AdoptingQueue final : public httplib::TaskQueue {
 
 }  // namespace
 
-void close_connection_after_response() {
+void close_connection_after_response(httplib::Response& res) {
+  res.set_header("Connection", "close");
   if (tl_conn) tl_conn->close_after = true;
 }
 

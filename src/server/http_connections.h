@@ -32,8 +32,9 @@ struct ConnectionLimits {
 };
 
 /// Marks the connection of the request being processed on this thread to be closed after
-/// its response (e.g. a body that is refused unread). No-op outside a worker thread.
-void close_connection_after_response();
+/// its response (e.g. a body that is refused unread), and says so in `res`'s Connection
+/// header. No-op (but the header) outside a worker thread.
+void close_connection_after_response(httplib::Response& res);
 
 /// True when the client of the request being processed on this thread has hung up
 /// (checked without waiting); false outside a worker thread.

@@ -52,6 +52,17 @@ ConnectionLimits connection_limits(const ServerConfig& c) {
   return l;
 }
 
+/// Whether httplib 0.11 reads a request body for `method` (detail::expect_content).
+bool method_body_is_read(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
+}
+
+/// Whether the request says a body follows: a Content-Length other than 0 (digits, checked
+/// before) or any Transfer-Encoding.
+bool announces_body(const httplib::Request& req) {
+  return req.get_header_value("Content-Length").find_first_not_of('0') != std::string::npos || req.has_header("Transfer-Encoding");
+}
+
 ApiError body_too_large(size_t limit) {
   return ApiError{413, "The request body is larger than the server's limit of " + std::to_string(limit) +
                            " bytes (--max-body-bytes).",
@@ -242,10 +253,15 @@ void HttpServer::Impl::setup_routes() {
       }
       if (err) {
         send_error(res, *err);
-        close_connection_after_response();
+        close_connection_after_response(res);
         return httplib::Server::HandlerResponse::Handled;
       }
     }
+    // httplib reads a body only for POST, PUT, PATCH, DELETE (and PRI): another method's body
+    // (a GET with a Content-Length) would be read as the next request. It is answered without
+    // its body, then the connection closes.
+    if (!method_body_is_read(req.method) && announces_body(req))
+      close_connection_after_response(res);
     if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -313,7 +329,7 @@ void HttpServer::Impl::setup_routes() {
     // framing (its line, headers or body) was not understood, so where the next request
     // would start is not known: answer, then close (RFC 9112 §2.2), rather than read the
     // rest of this one as more requests.
-    if (res.status != 404) close_connection_after_response();
+    if (res.status != 404) close_connection_after_response(res);
     ApiError err;
     if (res.status == 404) {
       if (const char* allowed = allowed_method(req.path); allowed && req.method != allowed) {
@@ -382,7 +398,7 @@ void HttpServer::Impl::setup_api_routes() {
       });
       if (too_large) {
         send_error(res, body_too_large(cfg.max_body_bytes));
-        close_connection_after_response();
+        close_connection_after_response(res);
         return;
       }
       if (!whole) {  // the body stopped short (the client closed, or the read timed out): never run a part
@@ -391,7 +407,7 @@ void HttpServer::Impl::setup_api_routes() {
                                     std::to_string(static_cast<int>(kReadTimeoutSec)) +
                                     " s read timeout, or its chunked framing was malformed or carried trailer fields, "
                                     "which this server does not take."));
-        close_connection_after_response();
+        close_connection_after_response(res);
         return;
       }
       generation.handle(endpoint, req, body, res);

@@ -239,8 +239,10 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   std::optional<int64_t> kv_budget;
   PDS_TRY(read_int(obj, "kv_budget", kv_budget));
   if (kv_budget) {
-    if (*kv_budget < 1) return value_error("kv_budget", "an integer >= 1", obj["kv_budget"]);
-    r.kv_budget = clamp_int(*kv_budget);
+    // Above INT32_MAX no context is that long: named here, as the value sent (not clamped).
+    if (*kv_budget < 1 || *kv_budget > std::numeric_limits<int32_t>::max())
+      return value_error("kv_budget", "an integer between 1 and the context length", obj["kv_budget"]);
+    r.kv_budget = static_cast<int>(*kv_budget);
   }
 
   // Standard fields we cannot honour: accepted only at their neutral values.

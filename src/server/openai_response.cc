@@ -60,7 +60,11 @@ json completion_logprobs_json(const std::vector<engine::TokenLogprob>& lps, cons
       if (!alts.contains(key)) alts[key] = finite_logprob(v);  // best first: keep the first
     }
     top.push_back(std::move(alts));
-    offsets.push_back(offset);
+    // A token that starts inside a character (UTF-8 continuation bytes of a character split
+    // across byte tokens) starts at that character's offset, which the counted lead byte
+    // already moved past.
+    const bool inside_char = !p.empty() && (static_cast<unsigned char>(p[0]) & 0xC0) == 0x80;
+    offsets.push_back(inside_char && offset > 0 ? offset - 1 : offset);
     offset += utf8_char_count(p);
   }
   if (text_offset) *text_offset = offset;

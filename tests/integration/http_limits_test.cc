@@ -8,6 +8,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -162,6 +163,40 @@ TEST(HttpLimits, AnAmbiguousBodyLengthGetsOne400AndTheConnectionCloses) {
     EXPECT_EQ(testing::http_responses(got), 1u) << got;
     EXPECT_TRUE(c.peer_closed()) << got;
   }
+  EXPECT_GE(timed_completion(srv.port()), 0);
+}
+
+TEST(HttpLimits, ABodyOnAMethodThatTakesNoneIsNotReadAsTheNextRequest) {
+  // httplib reads no body for GET, HEAD or OPTIONS, so a GET with a Content-Length had its body
+  // read as the next request line (a 400, or a request smuggled in it served). Now the request
+  // is answered and the connection closes (saying Connection: close); a body of length 0, and
+  // a POST's body, keep it open for the next request.
+  testing::ServerProcess srv(std::vector<std::string>{});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const char* head : {"GET /v1/models", "HEAD /health", "OPTIONS /v1/models", "GET /nowhere"}) {
+    for (const std::string& framing : std::vector<std::string>{"Content-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled,
+                                      "Transfer-Encoding: chunked\r\n\r\n" + [&] {
+                                        char size[16];
+                                        std::snprintf(size, sizeof(size), "%zx", smuggled.size());
+                                        return std::string(size) + "\r\n" + smuggled + "\r\n0\r\n\r\n";
+                                      }()}) {
+      testing::RawConnection c(srv.port());
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE(c.send(std::string(head) + " HTTP/1.1\r\nHost: x\r\n" + framing + next));
+      const std::string got = c.read_all(Ms(3000));
+      EXPECT_EQ(testing::http_responses(got), 1u) << head << "\n" << got;
+      EXPECT_EQ(got.find("pdserve_"), std::string::npos) << head << "\n" << got;  // /metrics not served
+      EXPECT_NE(got.find("Connection: close"), std::string::npos) << head << "\n" << got;
+      EXPECT_TRUE(c.peer_closed()) << head << "\n" << got;
+    }
+  }
+  testing::RawConnection zero(srv.port());
+  ASSERT_TRUE(zero.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" + next));
+  const std::string both = zero.read_all(Ms(1500));
+  EXPECT_EQ(testing::http_responses(both), 2u) << both;
+  EXPECT_NE(both.find("kv_blocks_total"), std::string::npos) << both;
   EXPECT_GE(timed_completion(srv.port()), 0);
 }
 

@@ -295,7 +295,15 @@ TEST_F(OpenAiApi, KvBudgetFieldIsCheckedAndHonoured) {
   for (const json& bad : {json(3), json(0), json("16"), json(100000), json(int64_t{4294967396})}) {
     json r = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}, {"kv_budget", bad}}, 400);
     EXPECT_EQ(r["error"]["param"], "kv_budget") << bad.dump();
+    // The message gives the value sent, not a clamped one.
+    if (bad.is_number()) {
+      EXPECT_NE(r["error"]["message"].get<std::string>().find(bad.dump()), std::string::npos) << r.dump();
+    }
   }
+  // Above the context length (512, /v1/models' max_model_len): the message names that number.
+  json over = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}, {"kv_budget", 513}}, 400);
+  EXPECT_NE(over["error"]["message"].get<std::string>().find("context length, 512"), std::string::npos) << over.dump();
+  post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}, {"kv_budget", 512}});
   json ok = post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 60}, {"ignore_eos", true}, {"kv_budget", 16}});
   EXPECT_EQ(ok["usage"]["completion_tokens"], 60);
   EXPECT_TRUE(wait_idle());

@@ -549,6 +549,28 @@ TEST(ServerProtocol, CompletionLogprobsShape) {
   EXPECT_NO_THROW(dump_json(full));
 }
 
+// A character split across byte tokens: every token of it starts at the character's offset,
+// also when the split falls between two streamed chunks (the running offset carries over).
+TEST(ServerProtocol, CompletionTextOffsetOfACharacterSplitAcrossTokens) {
+  auto lp = [](int byte) {
+    TokenLogprob t;
+    t.token = byte_id(byte);
+    t.logprob = -0.5f;
+    return t;
+  };
+  // "a€b": '€' is e2 82 ac, so its three tokens start at character 1 and 'b' at 2.
+  int offset = 0;
+  json whole = completion_logprobs_json({lp('a'), lp(0xe2), lp(0x82), lp(0xac), lp('b')}, byte_pieces(), &offset);
+  EXPECT_EQ(whole["text_offset"], json::array({0, 1, 1, 1, 2}));
+  EXPECT_EQ(offset, 3);
+  int streamed = 0;
+  json first = completion_logprobs_json({lp('a'), lp(0xe2)}, byte_pieces(), &streamed);
+  json second = completion_logprobs_json({lp(0x82), lp(0xac), lp('b')}, byte_pieces(), &streamed);
+  EXPECT_EQ(first["text_offset"], json::array({0, 1}));
+  EXPECT_EQ(second["text_offset"], json::array({1, 1, 2}));
+  EXPECT_EQ(streamed, 3);
+}
+
 TEST(ServerProtocol, ChatResponseAndLogprobsShape) {
   std::vector<TokenLogprob> lps(1);
   lps[0].token = byte_id('h');
