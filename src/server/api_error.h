@@ -27,8 +27,8 @@ ApiError bad_request(std::string message, std::optional<std::string> param = std
                      std::optional<std::string> code = std::nullopt);
 /// 401 for a missing or wrong API key (code "invalid_api_key").
 ApiError unauthorized(std::string message);
-/// An unknown model (param "model", code "model_not_found"): 400 when a generation request
-/// names it (a bad request field), 404 for GET /v1/models/{id} (a missing resource).
+/// An unknown model (param "model", code "model_not_found"): 404, as OpenAI's API answers a
+/// generation request naming it and GET /v1/models/{id}.
 ApiError model_not_found(const std::string& model, int status);
 /// 404 for an unknown route.
 ApiError route_not_found(const std::string& method, const std::string& path);

@@ -93,7 +93,7 @@ ParsedRequest parse_chat_request(std::string_view body, uint64_t max_grammar_sta
 ParsedRequest parse_apply_template_request(std::string_view body);
 ParsedRequest parse_chat_json(const json& body);
 
-/// 400 model_not_found (issue #2) unless `model` is empty or equals `served_model`.
+/// 404 model_not_found (as OpenAI's API, vLLM and the gateway) unless `model` is empty or equals `served_model`.
 std::optional<ApiError> check_model(const GenerationRequest& req, const std::string& served_model);
 
 }  // namespace pdserve::server

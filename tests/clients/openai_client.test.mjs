@@ -116,7 +116,7 @@ test('invalid requests raise OpenAI errors and the server keeps serving', async 
   );
   await assert.rejects(
     client.completions.create({ model: 'no-such-model', prompt: 'hi' }),
-    (e) => e instanceof OpenAI.BadRequestError && e.code === 'model_not_found',
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found',
   );
   await assert.rejects(
     client.completions.create({ model: 'stories260K', prompt: 'hi '.repeat(600) }),

@@ -304,7 +304,7 @@ TEST_F(DisaggRouter, StopStringsAndChatMatchServe) {
 TEST_F(DisaggRouter, BadRequestsAreRefused) {
   json r = post(router(), "/v1/completions", {{"prompt", std::string(3000, 'a')}, {"max_tokens", 4}}, 400);
   EXPECT_EQ(r["error"]["code"], "context_length_exceeded");
-  r = post(router(), "/v1/completions", {{"prompt", "hi"}, {"model", "nope"}}, 400);
+  r = post(router(), "/v1/completions", {{"prompt", "hi"}, {"model", "nope"}}, 404);
   EXPECT_EQ(r["error"]["code"], "model_not_found");
   // The router still serves afterwards.
   EXPECT_EQ(post(router(), "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);

@@ -270,7 +270,7 @@ TEST_F(OpenAiApi, ErrorsKeepTheServerServing) {
   EXPECT_EQ(bad->status, 400);
   EXPECT_TRUE(json::parse(bad->body)["error"]["message"].is_string());
 
-  json model = post("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}}, 400);
+  json model = post("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}}, 404);
   EXPECT_EQ(model["error"]["code"], "model_not_found");
   post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}, 400);
   post("/v1/completions", {{"prompt", "x"}, {"top_p", 0}}, 400);

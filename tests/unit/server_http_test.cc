@@ -477,7 +477,7 @@ TEST(ServerHttp, ErrorsKeepServing) {
   expect_api_error(s.post("/v1/completions", {{"prompt", "x"}, {"logprobs", 9}}), 400, "logprobs", "between 0 and 5");
   expect_api_error(s.post("/v1/chat/completions", {{"prompt", "x"}}), 400, "messages", "Missing required parameter");
   auto wrong_model = s.post("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4o"}});
-  expect_api_error(wrong_model, 400, "model", "does not exist");
+  expect_api_error(wrong_model, 404, "model", "does not exist");
   EXPECT_EQ(json::parse(wrong_model->body)["error"]["code"], "model_not_found");
   // Longer than the context (256): 400 from the context check, param "prompt".
   auto too_long = s.post("/v1/completions", {{"prompt", std::string(300, 'z')}});

@@ -267,7 +267,7 @@ TEST(ServerProtocol, ModelCheck) {
   auto other = completion({{"prompt", "x"}, {"model", "gpt-4"}});
   auto err = check_model(other.request, "stories");
   ASSERT_TRUE(err.has_value());
-  EXPECT_EQ(err->status, 400);
+  EXPECT_EQ(err->status, 404);
   EXPECT_EQ(err->code.value_or(""), "model_not_found");
   EXPECT_EQ(err->param.value_or(""), "model");
   EXPECT_NE(err->message.find("'gpt-4'"), std::string::npos);
