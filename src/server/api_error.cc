@@ -18,6 +18,12 @@ ApiError bad_request(std::string message, std::optional<std::string> param,
                   std::move(code)};
 }
 
+ApiError body_too_large(size_t limit) {
+  return ApiError{413, "The request body is larger than the server's limit of " + std::to_string(limit) +
+                           " bytes (--max-body-bytes).",
+                  "invalid_request_error", std::nullopt, std::string("request_too_large")};
+}
+
 ApiError unauthorized(std::string message) {
   return ApiError{401, std::move(message), "invalid_request_error", std::nullopt,
                   std::string("invalid_api_key")};

@@ -1,6 +1,7 @@
 // OpenAI-style API errors: an HTTP status plus the `{"error": {...}}` body.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,8 @@ struct ApiError {
 /// 400 invalid_request_error.
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt,
                      std::optional<std::string> code = std::nullopt);
+/// 413 request_too_large: a body over the server's --max-body-bytes `limit` (bytes).
+ApiError body_too_large(size_t limit);
 /// 401 for a missing or wrong API key (code "invalid_api_key").
 ApiError unauthorized(std::string message);
 /// An unknown model (param "model", code "model_not_found"): 404, as OpenAI's API answers a

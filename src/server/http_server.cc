@@ -21,6 +21,7 @@
 #include "server/gateway_http.h"
 #include "server/generation_handler.h"
 #include "server/http_connections.h"
+#include "server/http_framing.h"
 #include "server/http_util.h"
 #include "server/info_json.h"
 #include "server/openai_response.h"
@@ -50,23 +51,6 @@ ConnectionLimits connection_limits(const ServerConfig& c) {
   l.max_connections_per_client = c.max_connections_per_client;
   l.keep_alive_max_count = kKeepAliveMaxCount;
   return l;
-}
-
-/// Whether httplib 0.11 reads a request body for `method` (detail::expect_content).
-bool method_body_is_read(const std::string& method) {
-  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
-}
-
-/// Whether the request says a body follows: a Content-Length other than 0 (digits, checked
-/// before) or any Transfer-Encoding.
-bool announces_body(const httplib::Request& req) {
-  return req.get_header_value("Content-Length").find_first_not_of('0') != std::string::npos || req.has_header("Transfer-Encoding");
-}
-
-ApiError body_too_large(size_t limit) {
-  return ApiError{413, "The request body is larger than the server's limit of " + std::to_string(limit) +
-                           " bytes (--max-body-bytes).",
-                  "invalid_request_error", std::nullopt, std::string("request_too_large")};
 }
 
 // ---- SIGINT/SIGTERM: the handler only counts; the watcher thread of each run() acts. ----
@@ -235,46 +219,39 @@ void HttpServer::Impl::setup_routes() {
   });
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
-  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // The body's length, checked before the body is read. Ambiguous (RFC 9112 §6.3: not one run
-    // of digits, sent twice, or beside Transfer-Encoding): 400 and the connection closed, as a
-    // proxy in front could frame it otherwise and what follows is not known to be a request.
-    // Over the limit: 413 by the Content-Length alone.
-    if (const size_t n_len = req.get_header_value_count("Content-Length"); n_len > 0) {
-      const std::string len = req.get_header_value("Content-Length");
-      const bool digits = !len.empty() && len.find_first_not_of("0123456789") == std::string::npos;
-      std::optional<ApiError> err;
-      if (n_len > 1 || !digits || req.has_header("Transfer-Encoding")) {
-        err = bad_request(n_len > 1 ? "The request has more than one Content-Length header."
-                          : !digits ? "The request's Content-Length is not a decimal number: '" + len + "'."
-                                    : "The request has both Transfer-Encoding and Content-Length.");
-      } else if (std::strtoull(len.c_str(), nullptr, 10) > cfg.max_body_bytes) {  // saturates: too long is too large
-        err = body_too_large(cfg.max_body_bytes);
-      }
-      if (err) {
-        send_error(res, *err);
-        close_connection_after_response(res);
-        return httplib::Server::HandlerResponse::Handled;
-      }
+  // A request answered before its body is read: the unread body would be read as the next
+  // request, so the connection closes after the answer when one was announced.
+  const auto refuse_unread = [](const httplib::Request& req, httplib::Response& res, const ApiError& err, bool close) {
+    send_error(res, err);
+    if (close || announces_body(req)) close_connection_after_response(res);
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  // Expect: 100-continue: the framing checks answer before the client sends the body (no
+  // "100 Continue" for a body that would be refused).
+  svr.set_expect_100_continue_handler([this, refuse_unread](const httplib::Request& req, httplib::Response& res) {
+    if (auto err = framing_error(req, cfg.max_body_bytes)) {
+      refuse_unread(req, res, *err, true);
+      return err->status;
     }
+    return 100;
+  });
+  svr.set_pre_routing_handler([this, refuse_unread](const httplib::Request& req, httplib::Response& res) {
+    const auto refuse = [&](const ApiError& err, bool close = false) { return refuse_unread(req, res, err, close); };
+    // The body's framing, checked before the body is read (http_framing.h): a request whose
+    // body's end is not known or not agreed gets its 4xx/501 and the connection closes, as a
+    // proxy in front could frame it otherwise and what follows is not known to be a request.
+    if (auto err = framing_error(req, cfg.max_body_bytes)) return refuse(*err, /*close=*/true);
     // httplib reads a body only for POST, PUT, PATCH, DELETE (and PRI): another method's body
     // (a GET with a Content-Length) would be read as the next request. It is answered without
     // its body, then the connection closes.
-    if (!method_body_is_read(req.method) && announces_body(req))
-      close_connection_after_response(res);
+    if (!method_body_is_read(req.method) && announces_body(req)) close_connection_after_response(res);
     if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) {
-      send_error(res, *err);
-      return httplib::Server::HandlerResponse::Handled;
-    }
+    if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) return refuse(*err);
     if (!gw->open()) {
       auto who = gw->authenticate(req.get_header_value("Authorization"));
-      if (!who.ok()) {
-        send_error(res, unauthorized(who.status().message()));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+      if (!who.ok()) return refuse(unauthorized(who.status().message()));
       // Generation requests set these when admitted (rate limits debited).
       if (req.path != "/v1/completions" && req.path != "/v1/chat/completions")
         set_rate_limit_headers(res, gw->peek(who.value()));

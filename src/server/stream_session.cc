@@ -14,6 +14,8 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 // timing out and finds clients that went away.
 constexpr auto kKeepAliveInterval = std::chrono::seconds(10);
 constexpr size_t kMaxBatchBytes = 64 * 1024;
+// While tokens flow, how often the client's end is looked at (at once when nothing flows).
+constexpr auto kHangUpCheckInterval = std::chrono::milliseconds(250);
 
 }  // namespace
 
@@ -134,6 +136,12 @@ bool StreamSession::pump(httplib::DataSink& sink) {
   return false;
 }
 
+bool StreamSession::client_hung_up(httplib::DataSink& sink, bool idle, std::chrono::steady_clock::time_point now) {
+  if (!sink.is_writable || (!idle && now - last_hang_up_check_ < kHangUpCheckInterval)) return false;
+  last_hang_up_check_ = now;
+  return !sink.is_writable();
+}
+
 bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
   if (finished_) return true;
   std::string out;
@@ -162,11 +170,15 @@ bool StreamSession::pump_unguarded(httplib::DataSink& sink) {
     finished_ = true;
   } else if (out.empty() && now - last_write_ >= kKeepAliveInterval) {
     out = sse_comment("keep-alive");
-  } else if (out.empty() && sink.is_writable && !sink.is_writable()) {
-    // Nothing to write (a long queue or prefill), and the client hung up: free the
-    // engine requests now rather than at the next write.
+  } else if (client_hung_up(sink, out.empty(), now)) {
+    // The client closed its side (a disconnect, or a half-close after sending), found
+    // without waiting for a write to fail: the engine requests are freed now. As for a
+    // non-streamed request, a client that can still read gets the error (an event here)
+    // and the stream's end; for one that is gone the write fails, which costs nothing.
     streams_->abort_all();
-    return false;
+    out += sse_data(aborted_by_client().to_json());
+    out += sse_done();
+    finished_ = true;
   }
   if (!out.empty()) {
     // A failed write means the client is gone: free the engine requests now.

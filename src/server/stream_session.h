@@ -45,6 +45,9 @@ class StreamSession {
 
  private:
   bool pump_unguarded(httplib::DataSink& sink);
+  /// Whether the client's end is closed (sink.is_writable false): looked at on every pump
+  /// when `idle` (nothing to write), else at most every 250 ms.
+  bool client_hung_up(httplib::DataSink& sink, bool idle, std::chrono::steady_clock::time_point now);
   std::string render_with_tools(int choice, const engine::StreamDelta& delta);
 
   Endpoint endpoint_;
@@ -59,6 +62,7 @@ class StreamSession {
   bool started_ = false;
   bool finished_ = false;
   std::chrono::steady_clock::time_point last_write_;
+  std::chrono::steady_clock::time_point last_hang_up_check_;
 };
 
 }  // namespace pdserve::server

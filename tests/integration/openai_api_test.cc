@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/pool_free.h"
+#include "support/raw_http.h"
 #include "support/server_process.h"
 #include "support/wait.h"
 
@@ -326,6 +327,17 @@ TEST(OpenAiApiProcess, ApiKeyAndSigterm) {
   auto health = c.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  // A POST refused for its key is answered before its body is read: the connection closes,
+  // so a request inside that body is never read as the next one (it was served before).
+  {
+    const std::string inner = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    pdserve::testing::RawConnection raw(srv.port());
+    ASSERT_TRUE(raw.send(pdserve::testing::http_post("/v1/completions", inner)));
+    const std::string got = raw.read_all(std::chrono::milliseconds(3000));
+    EXPECT_EQ(pdserve::testing::http_status(got), 401) << got;
+    EXPECT_EQ(pdserve::testing::http_responses(got), 1u) << got;
+    EXPECT_TRUE(raw.peer_closed()) << got;
+  }
   EXPECT_NE(srv.log().find("listening on http://127.0.0.1:" + std::to_string(srv.port())), std::string::npos)
       << srv.log();
 

@@ -240,6 +240,25 @@ TEST_F(ServeE2E, DisconnectMidStreamFreesBlocks) {
     EXPECT_NE(reply.find("client_closed_request"), std::string::npos) << reply;
     EXPECT_TRUE(testing::wait_pool_free(slow.port())) << health().dump();
   }
+  // The same for a streamed request, while its tokens flow (~2k a second, so no gap in them
+  // to notice it by): aborted within a fraction of a second, and the client reads the error
+  // event, [DONE] and the chunked body's end, not a cut stream (it was cut, at the first gap).
+  {
+    testing::RawConnection half(slow.port());
+    ASSERT_TRUE(half.ok());
+    ASSERT_TRUE(half.send(testing::http_post(
+        "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}}.dump())));
+    ASSERT_NE(half.read_until("\"text_completion\"", std::chrono::seconds(30)).find("\"text_completion\""), std::string::npos);
+    half.shutdown_write();
+    const std::string reply = half.read_until("\r\n0\r\n\r\n", std::chrono::seconds(30));
+    const size_t error_at = reply.find("data: {\"error\"");
+    ASSERT_NE(error_at, std::string::npos) << reply.substr(reply.size() > 2000 ? reply.size() - 2000 : 0);
+    EXPECT_NE(reply.find("client_closed_request", error_at), std::string::npos);
+    EXPECT_NE(reply.find("data: [DONE]", error_at), std::string::npos);
+    EXPECT_EQ(reply.find("\"finish_reason\":\"length\""), std::string::npos) << "the stream ran to its end";
+    EXPECT_EQ(reply.compare(reply.size() - 5, 5, "0\r\n\r\n"), 0) << reply.substr(reply.size() - 200);
+    EXPECT_TRUE(testing::wait_pool_free(slow.port())) << health().dump();
+  }
   // The server still answers.
   auto ok = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(ok);
