@@ -45,6 +45,9 @@ std::optional<ApiError> framing_error(const httplib::Request& req, size_t max_bo
     if (!is_token(name))
       return bad_request("The request has a malformed header field name: '" + name +
                          "' (a name is a token: no white space before the colon, RFC 9112 §5.1).");
+  // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (a server MUST answer 400).
+  if (const size_t n_host = req.get_header_value_count("Host"); req.version == "HTTP/1.1" && n_host != 1)
+    return bad_request(n_host == 0 ? "The HTTP/1.1 request has no Host header." : "The request has more than one Host header.");
   const size_t n_len = req.get_header_value_count("Content-Length");
   const size_t n_te = req.get_header_value_count("Transfer-Encoding");
   if (n_te > 0) {

@@ -23,7 +23,8 @@ bool method_body_is_read(const std::string& method);
 bool announces_body(const httplib::Request& req);
 
 /// The error for a request whose body cannot be framed, before the body is read, or none:
-/// - 400: a header field name that is not a token (e.g. "Content-Length :", RFC 9112 §5.1);
+/// - 400: an HTTP/1.1 request without exactly one Host (RFC 9112 §3.2); a header field name
+///   that is not a token (e.g. "Content-Length :", RFC 9112 §5.1);
 ///   a Content-Length that is not one run of digits, sent twice, or beside Transfer-Encoding
 ///   (§6.3);
 /// - 501: a Transfer-Encoding other than one "chunked" (§6.1: a coding not understood);

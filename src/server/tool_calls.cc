@@ -130,7 +130,8 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
   }
   auto it = m.find("tool_calls");
   if (role != "assistant" || it == m.end() || it->is_null()) return std::nullopt;
-  if (!it->is_array()) return invalid(param + ".tool_calls", "expected an array.");
+  // OpenAI's API refuses an empty list too (minimum length 1).
+  if (!it->is_array() || it->empty()) return invalid(param + ".tool_calls", "expected a non-empty array.");
   for (size_t i = 0; i < it->size(); ++i) {
     const json& c = (*it)[i];
     const std::string p = param + ".tool_calls[" + std::to_string(i) + "]";

@@ -166,6 +166,7 @@ TEST(HttpLimits, ABodyWhoseEndIsNotKnownGetsOneErrorAndTheConnectionCloses) {
       {"Transfer-Encoding: gzip, chunked\r\n", 501, "'gzip, chunked' is not supported"},
       {"Transfer-Encoding: identity\r\n", 501, "'identity' is not supported"},
       {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 501, "sent more than once"},
+      {"Host: y\r\nContent-Length: 0\r\n", 400, "more than one Host"},
   };
   for (const auto& [headers, status, why] : cases) {
     testing::RawConnection c(srv.port());
@@ -177,6 +178,16 @@ TEST(HttpLimits, ABodyWhoseEndIsNotKnownGetsOneErrorAndTheConnectionCloses) {
     EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
     EXPECT_EQ(testing::http_responses(got), 1u) << got;
     EXPECT_TRUE(c.peer_closed()) << got;
+  }
+  {  // No Host (HTTP/1.1): 400; HTTP/1.0 needs none.
+    testing::RawConnection c(srv.port());
+    ASSERT_TRUE(c.send("GET /v1/models HTTP/1.1\r\n\r\n"));
+    const std::string got = c.read_all(Ms(3000));
+    EXPECT_EQ(testing::http_status(got), 400) << got;
+    EXPECT_NE(got.find("no Host header"), std::string::npos) << got;
+    testing::RawConnection old(srv.port());
+    ASSERT_TRUE(old.send("GET /v1/models HTTP/1.0\r\n\r\n"));
+    EXPECT_NE(old.read_all(Ms(3000)).find("\"object\":\"list\""), std::string::npos);
   }
   // Expect: 100-continue: a body that would be refused is refused before it is sent (no
   // "100 Continue" inviting the upload); one that fits gets its 100, then its answer.

@@ -379,6 +379,9 @@ TEST(ServerProtocol, ChatMessages) {
   // A malformed tool_calls is named as such (not as a missing content).
   expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"tool_calls", "x"}}})}}),
                "messages[1].tool_calls", "");
+  for (const json& calls : {json::array(), json::object()})
+    expect_error(chat({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", "x"}, {"tool_calls", calls}}})}}),
+                 "messages[1].tool_calls", "expected a non-empty array");
 
   // Tools are supported (#17): a malformed function is refused, naming the field.
   expect_error(chat({{"messages", user_messages()}, {"tools", json::array({{{"type", "function"}}})}}),
