@@ -241,10 +241,13 @@ void HttpServer::Impl::setup_routes() {
     // body's end is not known or not agreed gets its 4xx/501 and the connection closes, as a
     // proxy in front could frame it otherwise and what follows is not known to be a request.
     if (auto err = framing_error(req, cfg.max_body_bytes)) return refuse(*err, /*close=*/true);
-    // httplib reads a body only for POST, PUT, PATCH, DELETE (and PRI): another method's body
-    // (a GET with a Content-Length) would be read as the next request. It is answered without
-    // its body, then the connection closes.
-    if (!method_body_is_read(req.method) && announces_body(req)) close_connection_after_response(res);
+    // The connection closes after the response when what follows the body is not sure to be
+    // the next request: httplib reads a body only for POST, PUT, PATCH, DELETE (and PRI), so
+    // another method's body (a GET with a Content-Length) would be read as one; and its chunk
+    // reader ends a body at a chunk whose CRLF is missing without an error, leaving the rest
+    // (a request smuggled there) to be read as one. So a chunked body costs its keep-alive.
+    if (req.has_header("Transfer-Encoding") || (!method_body_is_read(req.method) && announces_body(req)))
+      close_connection_after_response(res);
     if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }

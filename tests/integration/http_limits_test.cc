@@ -245,6 +245,28 @@ TEST(HttpLimits, ABodyOnAMethodThatTakesNoneIsNotReadAsTheNextRequest) {
   EXPECT_GE(timed_completion(srv.port()), 0);
 }
 
+TEST(HttpLimits, NothingAfterAChunkedBodyIsReadAsAnotherRequest) {
+  // httplib's chunk reader ends a body at a chunk whose CRLF is missing, without an error; the
+  // bytes after it were then read as the next request (a GET /metrics smuggled there was
+  // served). A chunked request's connection now closes after its response, well framed or not.
+  testing::ServerProcess srv(std::vector<std::string>{});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  const std::string body = R"({"prompt":"Hi","max_tokens":2})";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", body.size());
+  const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const std::string& chunks : {std::string(size) + "\r\n" + body + "XX\r\n", std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"}) {
+    testing::RawConnection c(srv.port());
+    ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                       chunks + smuggled));
+    const std::string got = c.read_all(Ms(5000));
+    EXPECT_EQ(testing::http_responses(got), 1u) << got;
+    EXPECT_EQ(got.find("pdserve_"), std::string::npos) << got;  // /metrics not served
+    EXPECT_TRUE(c.peer_closed()) << got;
+  }
+  EXPECT_GE(timed_completion(srv.port()), 0);
+}
+
 TEST(HttpLimits, ABodyThatStopsShortIsRefusedNotRun) {
   // 100 bytes announced, 30 sent (a whole JSON object on its own), then the client's side
   // closes: the part is never run as the request, and the answer is a 400.
