@@ -46,12 +46,43 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
-int utf8_char_count(std::string_view s) {
-  int count = 0;
-  for (char ch : s) {
-    if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++count;
+void Utf8CharCounter::push(std::string_view bytes) {
+  for (char ch : bytes) push_byte(static_cast<uint8_t>(ch));
+}
+
+int Utf8CharCounter::offset_before(std::string_view next) const {
+  if (need_ == 0 || next.empty()) return count_;
+  const auto b = static_cast<uint8_t>(next[0]);
+  return b >= lo_ && b <= hi_ ? count_ : count_ + 1;  // else the open sequence is one U+FFFD
+}
+
+void Utf8CharCounter::push_byte(uint8_t b) {
+  if (need_ > 0) {
+    if (b >= lo_ && b <= hi_) {
+      lo_ = 0x80, hi_ = 0xBF;
+      if (--need_ == 0) ++count_;  // the character is complete
+      return;
+    }
+    ++count_;  // the broken-off sequence's U+FFFD; b starts anew
+    need_ = 0;
+    lo_ = 0x80, hi_ = 0xBF;
   }
-  return count;
+  // RFC 3629's table: the second byte's range after each lead byte.
+  if (b < 0x80) {
+    ++count_;
+  } else if (b >= 0xC2 && b <= 0xDF) {
+    need_ = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    need_ = 2;
+    if (b == 0xE0) lo_ = 0xA0;
+    if (b == 0xED) hi_ = 0x9F;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    need_ = 3;
+    if (b == 0xF0) lo_ = 0x90;
+    if (b == 0xF4) hi_ = 0x8F;
+  } else {
+    ++count_;  // a stray continuation byte or one that never starts a character: U+FFFD
+  }
 }
 
 std::string token_display(std::string_view piece) {

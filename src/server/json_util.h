@@ -19,9 +19,25 @@ std::string dump_json(const json& j);
 /// True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
 bool is_valid_utf8(std::string_view s);
 
-/// Number of characters (code points) that `s` contributes to a UTF-8 text: every byte
-/// that is not a continuation byte counts one, so partial sequences add up correctly.
-int utf8_char_count(std::string_view s);
+/// The characters of a byte stream pushed in parts (a choice's text, token by token) as
+/// dump_json shows it: a well-formed character counts one, and so does each U+FFFD that
+/// nlohmann's error_handler_t::replace puts for an invalid byte or a sequence broken off
+/// (the Unicode "maximal subpart" rule).
+class Utf8CharCounter {
+ public:
+  void push(std::string_view bytes);
+  /// Characters so far, a sequence still incomplete not counted.
+  int offset() const { return count_; }
+  /// The index of the character that `next`'s first byte starts, or continues (a sequence
+  /// still incomplete that it completes or carries on); after a sequence it breaks off.
+  int offset_before(std::string_view next) const;
+
+ private:
+  void push_byte(uint8_t b);
+  int count_ = 0;
+  int need_ = 0;                 // continuation bytes the sequence in progress still needs
+  uint8_t lo_ = 0x80, hi_ = 0xBF;  // the range its next byte must be in
+};
 
 /// The string OpenAI shows for a token: the piece itself when it is valid UTF-8, else
 /// "bytes:\xNN\xNN..." (lossless; the exact bytes also go in `bytes` arrays).

@@ -46,10 +46,11 @@ json usage_json(const UsageCounts& u) {
 double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
 
 json completion_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const PieceFn& piece,
-                              int* text_offset) {
+                              Utf8CharCounter* chars) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
-  int offset = text_offset ? *text_offset : 0;
+  Utf8CharCounter local;
+  Utf8CharCounter& counter = chars ? *chars : local;
   for (const auto& lp : lps) {
     const std::string p = piece(lp.token);
     tokens.push_back(token_display(p));
@@ -60,14 +61,9 @@ json completion_logprobs_json(const std::vector<engine::TokenLogprob>& lps, cons
       if (!alts.contains(key)) alts[key] = finite_logprob(v);  // best first: keep the first
     }
     top.push_back(std::move(alts));
-    // A token that starts inside a character (UTF-8 continuation bytes of a character split
-    // across byte tokens) starts at that character's offset, which the counted lead byte
-    // already moved past.
-    const bool inside_char = !p.empty() && (static_cast<unsigned char>(p[0]) & 0xC0) == 0x80;
-    offsets.push_back(inside_char && offset > 0 ? offset - 1 : offset);
-    offset += utf8_char_count(p);
+    offsets.push_back(counter.offset_before(p));
+    counter.push(p);
   }
-  if (text_offset) *text_offset = offset;
   return json{{"tokens", std::move(tokens)},
               {"token_logprobs", std::move(token_logprobs)},
               {"top_logprobs", std::move(top)},
@@ -96,10 +92,9 @@ json completion_response(const ResponseMeta& meta, const std::vector<ChoiceResul
                          const UsageCounts& usage, bool with_logprobs, const PieceFn& piece) {
   json arr = json::array();
   for (const auto& c : choices) {
-    int offset = 0;
     arr.push_back({{"index", c.index},
                    {"text", c.text},
-                   {"logprobs", with_logprobs ? completion_logprobs_json(c.logprobs, piece, &offset)
+                   {"logprobs", with_logprobs ? completion_logprobs_json(c.logprobs, piece, nullptr)
                                               : json(nullptr)},
                    {"finish_reason", finish_reason_json(c.finish)}});
   }

@@ -51,9 +51,11 @@ json usage_json(const UsageCounts& u);
 double finite_logprob(float lp);
 
 /// Completions logprobs object {tokens, token_logprobs, top_logprobs, text_offset}.
-/// `text_offset` is the running character offset of the choice's text (updated).
+/// `text_offset` of each token is the index in the choice's text (as dump_json shows it) of
+/// the character its first byte starts or continues; `chars` counts the text so far across
+/// calls (a stream's chunks) and is updated.
 json completion_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const PieceFn& piece,
-                              int* text_offset);
+                              Utf8CharCounter* chars);
 
 /// Chat logprob entries [{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}].
 json chat_logprob_content(const std::vector<engine::TokenLogprob>& lps, const PieceFn& piece);

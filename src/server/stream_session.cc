@@ -29,7 +29,7 @@ StreamSession::StreamSession(Endpoint endpoint, ResponseMeta meta,
       include_usage_(include_usage),
       piece_(std::move(piece)),
       stopping_(stopping),
-      text_offsets_(static_cast<size_t>(streams_->size()), 0),
+      text_chars_(static_cast<size_t>(streams_->size())),
       last_write_(std::chrono::steady_clock::now()) {}
 
 std::string StreamSession::opening() {
@@ -95,7 +95,7 @@ std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
   if (endpoint_ == Endpoint::Completions) {
     if (d.finish == engine::FinishReason::Error) {
       if (!d.text.empty() || has_lp) {
-        json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_offsets_[choice])
+        json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_chars_[choice])
                          : json(nullptr);
         out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp),
                                          engine::FinishReason::None, include_usage_));
@@ -104,7 +104,7 @@ std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
       return out;
     }
     if (d.text.empty() && !has_lp && d.finish == engine::FinishReason::None) return out;
-    json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_offsets_[choice])
+    json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_chars_[choice])
                      : json(nullptr);
     out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp), d.finish, include_usage_));
     return out;

@@ -57,7 +57,7 @@ class StreamSession {
   bool include_usage_;
   PieceFn piece_;
   const std::atomic<bool>* stopping_;
-  std::vector<int> text_offsets_;
+  std::vector<Utf8CharCounter> text_chars_;  // per choice: its text so far, for text_offset
   std::vector<ToolCallStreamFilter> tool_filters_;  // per choice; empty: no tools
   bool started_ = false;
   bool finished_ = false;

@@ -2,7 +2,9 @@
 // functions (no sockets).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "server/api_error.h"
@@ -532,7 +534,8 @@ TEST(ServerProtocol, CompletionLogprobsShape) {
   lps[1].token = byte_id(0xe2);  // a lone lead byte: not valid UTF-8 on its own
   lps[1].logprob = -std::numeric_limits<float>::infinity();
   lps[1].top = {{byte_id(0xe2), -0.1f}};
-  int offset = 10;
+  Utf8CharCounter offset;
+  offset.push("0123456789");
   json j = completion_logprobs_json(lps, byte_pieces(), &offset);
   EXPECT_EQ(j["tokens"], json::array({"a", "bytes:\\xe2"}));
   EXPECT_EQ(j["token_logprobs"], json::array({-0.5, -9999.0}));
@@ -541,7 +544,7 @@ TEST(ServerProtocol, CompletionLogprobsShape) {
   EXPECT_DOUBLE_EQ(j["top_logprobs"][0]["b"].get<double>(), -1.5);
   EXPECT_TRUE(j["top_logprobs"][1].contains("bytes:\\xe2"));
   EXPECT_EQ(j["text_offset"], json::array({10, 11}));
-  EXPECT_EQ(offset, 12);
+  EXPECT_EQ(offset.offset(), 11);  // the lone lead byte's character is not complete
 
   ChoiceResult c;
   c.text = "a";
@@ -552,26 +555,62 @@ TEST(ServerProtocol, CompletionLogprobsShape) {
   EXPECT_NO_THROW(dump_json(full));
 }
 
-// A character split across byte tokens: every token of it starts at the character's offset,
-// also when the split falls between two streamed chunks (the running offset carries over).
-TEST(ServerProtocol, CompletionTextOffsetOfACharacterSplitAcrossTokens) {
+// text_offset indexes the choice's text as dump_json shows it: a character split across
+// byte tokens is one character, where each of its tokens starts (also when the split falls
+// between two streamed chunks: the counter carries over); an invalid byte, or a sequence
+// broken off, is one U+FFFD.
+TEST(ServerProtocol, CompletionTextOffsetIndexesTheTextAsShown) {
   auto lp = [](int byte) {
     TokenLogprob t;
     t.token = byte_id(byte);
     t.logprob = -0.5f;
     return t;
   };
-  // "a€b": '€' is e2 82 ac, so its three tokens start at character 1 and 'b' at 2.
-  int offset = 0;
-  json whole = completion_logprobs_json({lp('a'), lp(0xe2), lp(0x82), lp(0xac), lp('b')}, byte_pieces(), &offset);
-  EXPECT_EQ(whole["text_offset"], json::array({0, 1, 1, 1, 2}));
-  EXPECT_EQ(offset, 3);
-  int streamed = 0;
+  auto offsets = [&](std::initializer_list<int> bytes) {
+    std::vector<TokenLogprob> lps;
+    for (int b : bytes) lps.push_back(lp(b));
+    return completion_logprobs_json(lps, byte_pieces(), nullptr)["text_offset"];
+  };
+  // "a€b": '€' is e2 82 ac.
+  EXPECT_EQ(offsets({'a', 0xe2, 0x82, 0xac, 'b'}), json::array({0, 1, 1, 1, 2}));
+  // A stray continuation byte after 's' is a U+FFFD of its own (it was given the 's''s offset).
+  EXPECT_EQ(offsets({'s', 0x9b, 'x'}), json::array({0, 1, 2}));
+  // A sequence broken off by 'b' is one U+FFFD, then 'b'; e0 80 is not a sequence (e0 needs a0..bf).
+  EXPECT_EQ(offsets({0xe2, 0x82, 'b', 'c'}), json::array({0, 0, 1, 2}));
+  EXPECT_EQ(offsets({0xe0, 0x80, 'z'}), json::array({0, 1, 2}));
+  Utf8CharCounter streamed;
   json first = completion_logprobs_json({lp('a'), lp(0xe2)}, byte_pieces(), &streamed);
   json second = completion_logprobs_json({lp(0x82), lp(0xac), lp('b')}, byte_pieces(), &streamed);
   EXPECT_EQ(first["text_offset"], json::array({0, 1}));
   EXPECT_EQ(second["text_offset"], json::array({1, 1, 2}));
-  EXPECT_EQ(streamed, 3);
+  EXPECT_EQ(streamed.offset(), 3);
+  // Against nlohmann's own replacement: random bytes (no JSON escapes) in random parts count
+  // as many characters as dump_json shows (+1 for a sequence still open at the end).
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 24);
+    for (int i = 0; i < n; ++i) {
+      int b = static_cast<int>(rng() % 256);
+      if (b < 0x20 || b == '"' || b == '\\') b = 'q';
+      if (rng() % 3 == 0) b = 0x80 + static_cast<int>(rng() % 0x40);  // more continuation bytes
+      text.push_back(static_cast<char>(b));
+    }
+    Utf8CharCounter c;
+    for (size_t at = 0; at < text.size();) {
+      const size_t len = std::min(text.size() - at, size_t{1} + rng() % 3);
+      c.push(std::string_view(text).substr(at, len));
+      at += len;
+    }
+    Utf8CharCounter open_check;  // does the text end inside a sequence?
+    open_check.push(text);
+    open_check.push("x");
+    const std::string shown = dump_json(json(text));
+    int chars = 0;
+    for (unsigned char ch : shown) chars += (ch & 0xC0) != 0x80;
+    const int open = open_check.offset() - c.offset() - 1;  // 1 when a sequence was still open
+    EXPECT_EQ(c.offset() + open, chars - 2) << round;  // - the two quotes
+  }
 }
 
 TEST(ServerProtocol, ChatResponseAndLogprobsShape) {
@@ -639,8 +678,6 @@ TEST(ServerProtocol, JsonUtilities) {
   EXPECT_FALSE(is_valid_utf8("\xe2\x82"));
   EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));         // overlong
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));     // surrogate
-  EXPECT_EQ(utf8_char_count("h\xc3\xa9"), 2);
-  EXPECT_EQ(utf8_char_count("\xe2") + utf8_char_count("\x82\xac"), 1);
   EXPECT_EQ(token_display("ok"), "ok");
   EXPECT_EQ(token_display("\xe2\x82"), "bytes:\\xe2\\x82");
   EXPECT_EQ(token_bytes("\xe2"), std::vector<int>{226});
