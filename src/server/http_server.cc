@@ -362,13 +362,14 @@ void HttpServer::Impl::setup_api_routes() {
     }
     send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));
   });
-  // The body is read through a content reader so that cpp-httplib neither parses nor
-  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H.
-  const auto post = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+  // Every POST body is read through a content reader so that cpp-httplib neither parses nor
+  // caps (8 KiB) a JSON body sent as form data — what `curl -d` does without -H — and a
+  // chunked body meets --max-body-bytes as it arrives (it has no Content-Length to check first).
+  const auto with_body = [this](auto handle) {
+    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
       std::string body;
       bool too_large = false;
-      const bool whole = read([&](const char* data, size_t n) {  // a chunked body has no Content-Length to check first
+      const bool whole = read([&](const char* data, size_t n) {
         if (body.size() + n > cfg.max_body_bytes) {
           too_large = true;
           return false;
@@ -390,14 +391,16 @@ void HttpServer::Impl::setup_api_routes() {
         close_connection_after_response(res);
         return;
       }
-      generation.handle(endpoint, req, body, res);
+      handle(req, body, res);
     };
   };
-  svr.Post("/v1/completions", post(Endpoint::Completions));
-  svr.Post("/v1/chat/completions", post(Endpoint::ChatCompletions));
-  svr.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
-    generation.apply_template(req.body, res);
-  });
+  for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions}, {"/v1/chat/completions", Endpoint::ChatCompletions}})
+    svr.Post(path, with_body([this, endpoint = endpoint](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+      generation.handle(endpoint, req, body, res);
+    }));
+  svr.Post("/apply-template", with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    generation.apply_template(body, res);
+  }));
   // CORS preflight for browser clients.
   svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;
