@@ -226,16 +226,24 @@ void HttpServer::Impl::setup_routes() {
     if (close || announces_body(req)) close_connection_after_response(res);
     return httplib::Server::HandlerResponse::Handled;
   };
-  // Expect: 100-continue: the framing checks answer before the client sends the body (no
-  // "100 Continue" for a body that would be refused).
-  svr.set_expect_100_continue_handler([this, refuse_unread](const httplib::Request& req, httplib::Response& res) {
-    if (auto err = framing_error(req, cfg.max_body_bytes)) {
-      refuse_unread(req, res, *err, true);
-      return err->status;
-    }
-    return 100;
+  // The API key (and the gateway's): a 401 for a request that needs one and has none good.
+  const auto auth_error = [this](const httplib::Request& req) -> std::optional<ApiError> {
+    if (req.method == "OPTIONS" || !path_requires_auth(req.path)) return std::nullopt;
+    if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) return err;
+    if (!gw->open())
+      if (auto who = gw->authenticate(req.get_header_value("Authorization")); !who.ok()) return unauthorized(who.status().message());
+    return std::nullopt;
+  };
+  // Expect: 100-continue: the framing and key checks answer before the client sends the body
+  // (no "100 Continue" for a body that would be refused).
+  svr.set_expect_100_continue_handler([this, refuse_unread, auth_error](const httplib::Request& req, httplib::Response& res) {
+    std::optional<ApiError> err = framing_error(req, cfg.max_body_bytes);
+    if (!err) err = auth_error(req);
+    if (!err) return 100;
+    refuse_unread(req, res, *err, true);
+    return err->status;
   });
-  svr.set_pre_routing_handler([this, refuse_unread](const httplib::Request& req, httplib::Response& res) {
+  svr.set_pre_routing_handler([this, refuse_unread, auth_error](const httplib::Request& req, httplib::Response& res) {
     const auto refuse = [&](const ApiError& err, bool close = false) { return refuse_unread(req, res, err, close); };
     // The body's framing, checked before the body is read (http_framing.h): a request whose
     // body's end is not known or not agreed gets its 4xx/501 and the connection closes, as a
@@ -248,17 +256,12 @@ void HttpServer::Impl::setup_routes() {
     // (a request smuggled there) to be read as one. So a chunked body costs its keep-alive.
     if (req.has_header("Transfer-Encoding") || (!method_body_is_read(req.method) && announces_body(req)))
       close_connection_after_response(res);
-    if (req.method == "OPTIONS" || !path_requires_auth(req.path)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) return refuse(*err);
-    if (!gw->open()) {
-      auto who = gw->authenticate(req.get_header_value("Authorization"));
-      if (!who.ok()) return refuse(unauthorized(who.status().message()));
-      // Generation requests set these when admitted (rate limits debited).
-      if (req.path != "/v1/completions" && req.path != "/v1/chat/completions")
-        set_rate_limit_headers(res, gw->peek(who.value()));
-    }
+    if (auto err = auth_error(req)) return refuse(*err);
+    // The key's rate-limit headers: generation requests set them when admitted (rate limits
+    // debited), the other routes that need a key here.
+    if (!gw->open() && req.method != "OPTIONS" && path_requires_auth(req.path) && req.path != "/v1/completions" &&
+        req.path != "/v1/chat/completions")
+      if (auto who = gw->authenticate(req.get_header_value("Authorization")); who.ok()) set_rate_limit_headers(res, gw->peek(who.value()));
     return httplib::Server::HandlerResponse::Unhandled;
   });
 

@@ -241,7 +241,8 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   if (kv_budget) {
     // Above INT32_MAX no context is that long: named here, as the value sent (not clamped).
     if (*kv_budget < 1 || *kv_budget > std::numeric_limits<int32_t>::max())
-      return value_error("kv_budget", "an integer between 1 and the context length", obj["kv_budget"]);
+      return value_error("kv_budget", "an integer between the server's minimum (--kv-sinks + --kv-recent) and the context length",
+                         obj["kv_budget"]);
     r.kv_budget = static_cast<int>(*kv_budget);
   }
 

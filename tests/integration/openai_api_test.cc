@@ -316,6 +316,14 @@ TEST_F(OpenAiApi, KvBudgetFieldIsCheckedAndHonoured) {
 TEST(OpenAiApiProcess, ApiKeyAndSigterm) {
   ServerProcess srv({"--api-key", "test-key"});
   ASSERT_TRUE(srv.ready()) << srv.error();
+  {  // Expect: 100-continue without the key: the 401 comes before the body is invited.
+    pdserve::testing::RawConnection raw(srv.port());
+    ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 20\r\n\r\n"));
+    const std::string got = raw.read_all(std::chrono::milliseconds(3000));
+    EXPECT_EQ(pdserve::testing::http_status(got), 401) << got;
+    EXPECT_EQ(pdserve::testing::http_responses(got), 1u) << got;
+    EXPECT_TRUE(raw.peer_closed()) << got;
+  }
   auto c = srv.client();
   auto no_key = c.Get("/v1/models");
   ASSERT_TRUE(no_key);
