@@ -214,8 +214,8 @@ TEST(HttpLimits, ABodyWhoseEndIsNotKnownGetsOneErrorAndTheConnectionCloses) {
 TEST(HttpLimits, ABodyOnAMethodThatTakesNoneIsNotReadAsTheNextRequest) {
   // httplib reads no body for GET, HEAD or OPTIONS, so a GET with a Content-Length had its body
   // read as the next request line (a 400, or a request smuggled in it served). Now the request
-  // is answered and the connection closes (saying Connection: close); a body of length 0, and
-  // a POST's body, keep it open for the next request.
+  // is answered and the connection closes (saying Connection: close); a body of length 0 keeps
+  // it open for the next request (as a POST's body by Content-Length does).
   testing::ServerProcess srv(std::vector<std::string>{});
   ASSERT_TRUE(srv.ready()) << srv.error();
   const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
