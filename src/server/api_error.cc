@@ -29,8 +29,8 @@ ApiError unauthorized(std::string message) {
                   std::string("invalid_api_key")};
 }
 
-ApiError model_not_found(const std::string& model, int status) {
-  return ApiError{status,
+ApiError model_not_found(const std::string& model) {
+  return ApiError{404,
                   "The model '" + model + "' does not exist or you do not have access to it.",
                   "invalid_request_error", std::string("model"),
                   std::string("model_not_found")};

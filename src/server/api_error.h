@@ -32,7 +32,7 @@ ApiError body_too_large(size_t limit);
 ApiError unauthorized(std::string message);
 /// An unknown model (param "model", code "model_not_found"): 404, as OpenAI's API answers a
 /// generation request naming it and GET /v1/models/{id}.
-ApiError model_not_found(const std::string& model, int status);
+ApiError model_not_found(const std::string& model);
 /// 404 for an unknown route.
 ApiError route_not_found(const std::string& method, const std::string& path);
 /// 405 for a known route called with the wrong method.

@@ -14,7 +14,7 @@ ApiError refusal_error(const gateway::Refusal& r, httplib::Response& res) {
     res.set_header("Retry-After", std::to_string(std::max<int64_t>(1, static_cast<int64_t>(std::ceil(r.retry_after_s)))));
   switch (r.kind) {
     case K::kUnauthorized: return unauthorized(r.message);
-    case K::kModelNotFound: return model_not_found(r.message, 404);
+    case K::kModelNotFound: return model_not_found(r.message);
     case K::kBadClass: return bad_request(r.message, std::string("slo_class"));
     case K::kRateLimited:
       // OpenAI: type "requests" / "tokens", code "rate_limit_exceeded".

@@ -1,6 +1,7 @@
 #include "server/http_framing.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <strings.h>
 
 namespace pdserve::server {
@@ -9,9 +10,7 @@ namespace {
 /// RFC 9110 §5.6.2 tchar.
 bool is_tchar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  for (char t : std::string("!#$%&'*+-.^_`|~"))
-    if (c == static_cast<unsigned char>(t)) return true;
-  return false;
+  return c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
 }
 
 bool is_token(const std::string& s) {

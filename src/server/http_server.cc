@@ -227,11 +227,14 @@ void HttpServer::Impl::setup_routes() {
     return httplib::Server::HandlerResponse::Handled;
   };
   // The API key (and the gateway's): a 401 for a request that needs one and has none good.
-  const auto auth_error = [this](const httplib::Request& req) -> std::optional<ApiError> {
+  // `who`, when given, gets the gateway's principal (set when it authenticated one).
+  const auto auth_error = [this](const httplib::Request& req, std::optional<gateway::Principal>* who = nullptr) -> std::optional<ApiError> {
     if (req.method == "OPTIONS" || !path_requires_auth(req.path)) return std::nullopt;
     if (auto err = check_api_key(cfg.api_key, req.get_header_value("Authorization"))) return err;
-    if (!gw->open())
-      if (auto who = gw->authenticate(req.get_header_value("Authorization")); !who.ok()) return unauthorized(who.status().message());
+    if (gw->open()) return std::nullopt;
+    auto p = gw->authenticate(req.get_header_value("Authorization"));
+    if (!p.ok()) return unauthorized(p.status().message());
+    if (who) *who = std::move(p.value());
     return std::nullopt;
   };
   // Expect: 100-continue: the framing and key checks answer before the client sends the body
@@ -256,12 +259,11 @@ void HttpServer::Impl::setup_routes() {
     // (a request smuggled there) to be read as one. So a chunked body costs its keep-alive.
     if (req.has_header("Transfer-Encoding") || (!method_body_is_read(req.method) && announces_body(req)))
       close_connection_after_response(res);
-    if (auto err = auth_error(req)) return refuse(*err);
+    std::optional<gateway::Principal> who;
+    if (auto err = auth_error(req, &who)) return refuse(*err);
     // The key's rate-limit headers: generation requests set them when admitted (rate limits
     // debited), the other routes that need a key here.
-    if (!gw->open() && req.method != "OPTIONS" && path_requires_auth(req.path) && req.path != "/v1/completions" &&
-        req.path != "/v1/chat/completions")
-      if (auto who = gw->authenticate(req.get_header_value("Authorization")); who.ok()) set_rate_limit_headers(res, gw->peek(who.value()));
+    if (who && req.path != "/v1/completions" && req.path != "/v1/chat/completions") set_rate_limit_headers(res, gw->peek(*who));
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
@@ -360,7 +362,7 @@ void HttpServer::Impl::setup_api_routes() {
   svr.Get(R"(/v1/models/(.+))", [this, visible](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     if (id != engine.model_name() || !visible(req)) {
-      send_error(res, model_not_found(id, 404));
+      send_error(res, model_not_found(id));
       return;
     }
     send_json(res, 200, model_json(engine.model_name(), created, engine.context_length()));

@@ -574,7 +574,7 @@ ParsedRequest parse_apply_template_request(std::string_view body) {
 
 std::optional<ApiError> check_model(const GenerationRequest& req, const std::string& served_model) {
   if (req.model.empty() || req.model == served_model) return std::nullopt;
-  return model_not_found(req.model, 404);
+  return model_not_found(req.model);
 }
 
 }  // namespace pdserve::server

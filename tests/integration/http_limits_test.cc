@@ -221,12 +221,8 @@ TEST(HttpLimits, ABodyOnAMethodThatTakesNoneIsNotReadAsTheNextRequest) {
   const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::string next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
   for (const char* head : {"GET /v1/models", "HEAD /health", "OPTIONS /v1/models", "GET /nowhere"}) {
-    for (const std::string& framing : std::vector<std::string>{"Content-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled,
-                                      "Transfer-Encoding: chunked\r\n\r\n" + [&] {
-                                        char size[16];
-                                        std::snprintf(size, sizeof(size), "%zx", smuggled.size());
-                                        return std::string(size) + "\r\n" + smuggled + "\r\n0\r\n\r\n";
-                                      }()}) {
+    for (const std::string& framing : {"Content-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled,
+                                       "Transfer-Encoding: chunked\r\n\r\n" + testing::http_chunk(smuggled) + "0\r\n\r\n"}) {
       testing::RawConnection c(srv.port());
       ASSERT_TRUE(c.ok());
       ASSERT_TRUE(c.send(std::string(head) + " HTTP/1.1\r\nHost: x\r\n" + framing + next));
@@ -251,11 +247,11 @@ TEST(HttpLimits, NothingAfterAChunkedBodyIsReadAsAnotherRequest) {
   // served). A chunked request's connection now closes after its response, well framed or not.
   testing::ServerProcess srv(std::vector<std::string>{});
   ASSERT_TRUE(srv.ready()) << srv.error();
-  const std::string body = R"({"prompt":"Hi","max_tokens":2})";
-  char size[16];
-  std::snprintf(size, sizeof(size), "%zx", body.size());
+  const std::string chunk = testing::http_chunk(R"({"prompt":"Hi","max_tokens":2})");
+  std::string no_crlf = chunk;
+  no_crlf.insert(no_crlf.size() - 2, "XX");  // the chunk's data runs on past its size
   const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-  for (const std::string& chunks : {std::string(size) + "\r\n" + body + "XX\r\n", std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"}) {
+  for (const std::string& chunks : {no_crlf, chunk + "0\r\n\r\n"}) {
     testing::RawConnection c(srv.port());
     ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
                        chunks + smuggled));
@@ -309,8 +305,7 @@ TEST(HttpLimits, AChunkedBodyOverTheLimitIsRefused) {
     ASSERT_TRUE(c.ok());
     std::string req = std::string("POST ") + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "Transfer-Encoding: chunked\r\n\r\n";
-    const std::string chunk(1000, ' ');
-    for (int i = 0; i < 6; ++i) req += "3e8\r\n" + chunk + "\r\n";
+    for (int i = 0; i < 6; ++i) req += testing::http_chunk(std::string(1000, ' '));
     req += "0\r\n\r\n";
     ASSERT_TRUE(c.send(req));
     const std::string got = c.read_until("}}", Ms(5000));

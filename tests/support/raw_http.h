@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <string>
 
 namespace pdserve::testing {
@@ -116,6 +117,13 @@ class RawConnection {
 inline std::string http_post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+/// One chunk of a chunked body (RFC 9112 §7.1): `data`'s size in hex, CRLF, `data`, CRLF.
+inline std::string http_chunk(const std::string& data) {
+  char size[20];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  return size + data + "\r\n";
 }
 
 /// How many HTTP/1.1 responses (status lines) `received` holds.
