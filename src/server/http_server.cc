@@ -372,6 +372,12 @@ void HttpServer::Impl::setup_api_routes() {
   // chunked body meets --max-body-bytes as it arrives (it has no Content-Length to check first).
   const auto with_body = [this](auto handle) {
     return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      if (req.is_multipart_form_data()) {  // httplib reads those only through a form-data callback pair
+        send_error(res, ApiError{415, "The request body is multipart/form-data; these endpoints take a JSON body (application/json).",
+                                 "invalid_request_error", std::nullopt, std::string("unsupported_media_type")});
+        close_connection_after_response(res);  // its body is not read
+        return;
+      }
       std::string body;
       bool too_large = false;
       const bool whole = read([&](const char* data, size_t n) {
