@@ -176,7 +176,7 @@ class AdoptingQueue final : public httplib::TaskQueue {
 }  // namespace
 
 void close_connection_after_response(httplib::Response& res) {
-  res.set_header("Connection", "close");
+  if (!res.has_header("Connection")) res.set_header("Connection", "close");  // once, however many callers
   if (tl_conn) tl_conn->close_after = true;
 }
 
