@@ -163,9 +163,9 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req, c
     return;
   }
   if (r.stream) {
-    respond_stream(r, std::move(streams), std::move(open), res);
+    respond_stream(r, std::move(streams), std::move(open), req, res);
   } else {
-    respond_full(r, std::move(streams), std::move(open), res);
+    respond_full(r, std::move(streams), std::move(open), req, res);
   }
 }
 
@@ -246,7 +246,8 @@ std::pair<int, std::string> GenerationHandler::full_response(FullResult& f) cons
 }
 
 void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                                     std::shared_ptr<void> open, httplib::Response& res) const {
+                                     std::shared_ptr<void> open, const httplib::Request& req,
+                                     httplib::Response& res) const {
   auto f = std::make_shared<FullResult>();
   f->request = r;
   f->streams = std::move(streams);
@@ -269,7 +270,7 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
   // went away: abort, so its KV blocks are freed at the next engine step. An error after
   // this point arrives as the error object with status 200.
   res.status = 200;
-  res.set_chunked_content_provider("application/json", [this, f, open](size_t, httplib::DataSink& sink) {
+  set_streamed_content(req, res, "application/json", [this, f, open](size_t, httplib::DataSink& sink) {
     if (!collect(*f, kHeartbeatInterval)) {
       if (!sink.write(" ", 1)) {
         f->streams->abort_all();
@@ -286,7 +287,7 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
 
 void GenerationHandler::respond_stream(const GenerationRequest& r,
                                        std::unique_ptr<ChoiceStreams> streams, std::shared_ptr<void> open,
-                                       httplib::Response& res) const {
+                                       const httplib::Request& req, httplib::Response& res) const {
   // The session lives in the provider; when httplib destroys the provider (stream done,
   // client gone, server stopping) the ChoiceStreams destructor aborts what is unfinished.
   auto session = std::make_shared<StreamSession>(r.endpoint, new_meta(r.endpoint),
@@ -296,8 +297,8 @@ void GenerationHandler::respond_stream(const GenerationRequest& r,
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      kSseContentType,
+  set_streamed_content(
+      req, res, kSseContentType,
       [session, open](size_t /*offset*/, httplib::DataSink& sink) { return session->pump(sink); });
 }
 

@@ -48,13 +48,13 @@ class GenerationHandler {
   /// response; longer ones get status 200 at once and white-space heartbeats until the
   /// JSON body, so a disconnected client is noticed and its request aborted.
   void respond_full(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                    std::shared_ptr<void> open, httplib::Response& res) const;
+                    std::shared_ptr<void> open, const httplib::Request& req, httplib::Response& res) const;
   /// Gathers output for up to `budget`; true when every choice has finished.
   bool collect(FullResult& f, std::chrono::milliseconds budget) const;
   /// The HTTP status and JSON body for gathered output (an error object on failure).
   std::pair<int, std::string> full_response(FullResult& f) const;
   void respond_stream(const GenerationRequest& r, std::unique_ptr<ChoiceStreams> streams,
-                      std::shared_ptr<void> open, httplib::Response& res) const;
+                      std::shared_ptr<void> open, const httplib::Request& req, httplib::Response& res) const;
   /// Authenticates and admits `r` at the gateway (rate limits, class, queue bound),
   /// setting the x-ratelimit-* headers; the error to answer with, or null and `lease`.
   std::optional<ApiError> admit(const GenerationRequest& r, const std::vector<std::vector<int32_t>>& prompts,

@@ -180,6 +180,16 @@ void close_connection_after_response(httplib::Response& res) {
   if (tl_conn) tl_conn->close_after = true;
 }
 
+void set_streamed_content(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                          httplib::ContentProviderWithoutLength provider) {
+  if (req.version == "HTTP/1.0") {
+    close_connection_after_response(res);
+    res.set_content_provider(content_type, std::move(provider));
+  } else {
+    res.set_chunked_content_provider(content_type, std::move(provider));
+  }
+}
+
 bool client_disconnected() { return tl_conn && !tl_conn->stream->peer_connected(); }
 
 class GuardedServer::Manager {

@@ -36,6 +36,12 @@ struct ConnectionLimits {
 /// header. No-op (but the header) outside a worker thread.
 void close_connection_after_response(httplib::Response& res);
 
+/// Gives `res` a body that `provider` writes as it is produced: chunked for HTTP/1.1; for an
+/// HTTP/1.0 request, which may not be answered chunked (RFC 9112 §6.1), the bytes as they are,
+/// ended by closing the connection (close_connection_after_response).
+void set_streamed_content(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                          httplib::ContentProviderWithoutLength provider);
+
 /// True when the client of the request being processed on this thread has hung up
 /// (checked without waiting); false outside a worker thread.
 bool client_disconnected();

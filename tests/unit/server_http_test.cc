@@ -21,6 +21,7 @@
 #include "server/generation_handler.h"
 #include "server/http_server.h"
 #include "support/fake_engine.h"
+#include "support/raw_http.h"
 #include "support/wait.h"
 #include "tokenizer/chat_template.h"
 
@@ -316,6 +317,51 @@ TEST(ServerHttp, CompletionStream) {
   }
   EXPECT_EQ(text, "hel");
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
+}
+
+/// `body` as an HTTP/1.0 POST to /v1/completions (no Host, no keep-alive).
+std::string http10_post(const json& body) {
+  const std::string b = body.dump();
+  return "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) +
+         "\r\n\r\n" + b;
+}
+
+TEST(ServerHttp, AnHttp10ClientGetsItsStreamAndItsLongAnswerUnchunkedEndedByTheClose) {
+  // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a streamed answer, and the
+  // heartbeats of a non-streamed one past kHeartbeatAfter, come as plain bytes that end when
+  // the server closes the connection; an HTTP/1.1 client gets the same events chunked.
+  TestServer s(FakeEngineOptions{.token_delay = 400ms});
+  const json stream = {{"prompt", "hello"}, {"max_tokens", 3}, {"stream", true}};
+  testing::RawConnection c(s.port);
+  ASSERT_TRUE(c.send(http10_post(stream)));
+  const std::string got = c.read_all(10s);
+  EXPECT_TRUE(c.peer_closed()) << got;
+  EXPECT_EQ(testing::http_status(got), 200) << got;
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << got;
+  const std::string head = got.substr(0, head_end), body = got.substr(head_end + 4);
+  EXPECT_EQ(head.find("Transfer-Encoding"), std::string::npos) << head;
+  EXPECT_NE(head.find("Connection: close"), std::string::npos) << head;
+  auto texts = [](const std::vector<json>& chunks) {
+    std::vector<std::string> out;
+    for (const json& ch : chunks) out.push_back(ch["choices"][0]["text"].get<std::string>() + "|" + ch["choices"][0]["finish_reason"].dump());
+    return out;
+  };
+  auto res = s.post("/v1/completions", stream);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(texts(sse_chunks(body)), texts(sse_chunks(res->body))) << body;
+  // Not streamed, four tokens 400 ms apart: heartbeat spaces, then the JSON.
+  testing::RawConnection c2(s.port);
+  ASSERT_TRUE(c2.send(http10_post({{"prompt", "hello"}, {"max_tokens", 4}})));
+  const std::string full = c2.read_all(10s);
+  EXPECT_TRUE(c2.peer_closed()) << full;
+  const size_t end2 = full.find("\r\n\r\n");
+  ASSERT_NE(end2, std::string::npos) << full;
+  EXPECT_EQ(full.substr(0, end2).find("Transfer-Encoding"), std::string::npos) << full;
+  const std::string json_body = full.substr(end2 + 4);
+  EXPECT_EQ(json_body.rfind(" ", 0), 0u) << "no heartbeat: " << json_body;
+  const json parsed = json::parse(json_body);  // throws on a chunk-size line
+  EXPECT_EQ(parsed["choices"][0]["text"], "hell");
 }
 
 TEST(ServerHttp, CompletionStreamUsageAndUtf8) {
