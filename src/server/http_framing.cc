@@ -47,6 +47,15 @@ std::optional<ApiError> framing_error(const httplib::Request& req, size_t max_bo
   // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (a server MUST answer 400).
   if (const size_t n_host = req.get_header_value_count("Host"); req.version == "HTTP/1.1" && n_host != 1)
     return bad_request(n_host == 0 ? "The HTTP/1.1 request has no Host header." : "The request has more than one Host header.");
+  // RFC 9110 §8.4: a content coding the server cannot decode gets 415. httplib decodes exactly
+  // "gzip" and "deflate" (zlib) and would hand any other coding's bytes on as they are.
+  if (const size_t n_ce = req.get_header_value_count("Content-Encoding"); n_ce > 0 && announces_body(req)) {
+    const std::string ce = trimmed(req.get_header_value("Content-Encoding"));
+    if (n_ce > 1 || (ce != "gzip" && ce != "deflate" && ce != "identity"))
+      return framing(415, "The request's Content-Encoding '" + ce + (n_ce > 1 ? "' (sent more than once)" : "'") +
+                              " is not supported: send the body as it is, or coded with gzip or deflate.",
+                     "unsupported_content_encoding");
+  }
   const size_t n_len = req.get_header_value_count("Content-Length");
   const size_t n_te = req.get_header_value_count("Transfer-Encoding");
   if (n_te > 0) {

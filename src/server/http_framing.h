@@ -30,7 +30,9 @@ bool announces_body(const httplib::Request& req);
 /// - 501: a Transfer-Encoding other than one "chunked" (§6.1: a coding not understood);
 /// - 411: a method whose body httplib reads (POST, ...) with neither header: it would read to
 ///   the end of the connection, taking any pipelined request as body;
-/// - 413: a Content-Length over `max_body_bytes`.
+/// - 413: a Content-Length over `max_body_bytes`;
+/// - 415: a body whose Content-Encoding is other than one "gzip", "deflate" or "identity"
+///   (RFC 9110 §8.4; httplib would pass another coding's bytes on undecoded).
 /// Every one of them closes the connection after the response (the caller's part).
 std::optional<ApiError> framing_error(const httplib::Request& req, size_t max_body_bytes);
 

@@ -398,7 +398,10 @@ void HttpServer::Impl::setup_api_routes() {
                                     " bytes read): it stopped short of its length before the connection closed or the " +
                                     std::to_string(static_cast<int>(kReadTimeoutSec)) +
                                     " s read timeout, or its chunked framing was malformed or carried trailer fields, "
-                                    "which this server does not take."));
+                                    "which this server does not take" +
+                                    (req.has_header("Content-Encoding")
+                                         ? ", or its " + req.get_header_value("Content-Encoding") + " coding could not be decoded."
+                                         : std::string("."))));
         close_connection_after_response(res);
         return;
       }

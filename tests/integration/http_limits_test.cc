@@ -167,6 +167,7 @@ TEST(HttpLimits, ABodyWhoseEndIsNotKnownGetsOneErrorAndTheConnectionCloses) {
       {"Transfer-Encoding: identity\r\n", 501, "'identity' is not supported"},
       {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 501, "sent more than once"},
       {"Host: y\r\nContent-Length: 0\r\n", 400, "more than one Host"},
+      {"Content-Encoding: br\r\nContent-Length: " + std::to_string(get.size()) + "\r\n", 415, "Content-Encoding 'br' is not supported"},
   };
   for (const auto& [headers, status, why] : cases) {
     testing::RawConnection c(srv.port());

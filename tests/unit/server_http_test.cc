@@ -364,6 +364,47 @@ TEST(ServerHttp, AnHttp10ClientGetsItsStreamAndItsLongAnswerUnchunkedEndedByTheC
   EXPECT_EQ(parsed["choices"][0]["text"], "hell");
 }
 
+/// `data` as one gzip member (RFC 1952) holding a single stored deflate block (RFC 1951 §3.2.4):
+/// a valid gzip body built without zlib.
+std::string gzip_stored(const std::string& data) {
+  uint32_t crc = 0xFFFFFFFFu;  // CRC-32 (ISO 3309), bit by bit
+  for (unsigned char ch : data) {
+    crc ^= ch;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  crc = ~crc;
+  const auto le32 = [](uint32_t v) { return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)}; };
+  const uint16_t len = static_cast<uint16_t>(data.size()), nlen = static_cast<uint16_t>(~len);
+  std::string out = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, '\xff'};
+  out += std::string{1, char(len), char(len >> 8), char(nlen), char(nlen >> 8)} + data;
+  return out + le32(crc) + le32(static_cast<uint32_t>(data.size()));
+}
+
+TEST(ServerHttp, AGzipBodyIsDecodedAndAnotherContentCodingGets415) {
+  TestServer s;
+  const std::string body = json{{"prompt", "hello"}, {"max_tokens", 3}}.dump();
+  auto c = s.client();
+  auto plain = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  std::string gz = gzip_stored(body);
+  auto coded = c.Post("/v1/completions", {{"Content-Encoding", "gzip"}}, gz, "application/json");
+  ASSERT_TRUE(coded);
+  ASSERT_EQ(coded->status, 200) << coded->body;
+  EXPECT_EQ(json::parse(coded->body)["choices"], json::parse(plain->body)["choices"]);
+  gz[gz.size() - 8] ^= 1;  // a wrong CRC: 400 naming the coding
+  expect_api_error(c.Post("/v1/completions", {{"Content-Encoding", "gzip"}}, gz, "application/json"), 400, "",
+                   "its gzip coding could not be decoded");
+  for (const char* coding : {"br", "gzip, gzip", "GZIP"}) {  // httplib decodes exactly "gzip" and "deflate"
+    auto res = s.client().Post("/v1/completions", {{"Content-Encoding", coding}}, body, "application/json");
+    expect_api_error(res, 415, "", std::string("Content-Encoding '") + coding + "' is not supported");
+    EXPECT_EQ(json::parse(res->body)["error"]["code"], "unsupported_content_encoding");
+  }
+  auto again = s.post("/v1/completions", {{"prompt", "hello"}, {"max_tokens", 3}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+}
+
 TEST(ServerHttp, CompletionStreamUsageAndUtf8) {
   TestServer s;
   // "é€" is 5 bytes = 5 one-byte tokens; text deltas must only carry complete characters.
