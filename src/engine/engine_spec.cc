@@ -128,7 +128,13 @@ int EngineImpl::verify_drafts(Sequence& s, const float* logits) {
   int accepted = 0;
   for (int j = 0; j < rows; ++j) {
     s.num_computed++;  // row j's token now has its K/V in the cache
-    if (j == 0) sched_.on_computed(s);
+    if (j == 0) {
+      sched_.on_computed(s);
+      // Row 0 is the prompt's last token when its last chunk was that one token (a prefix-cache
+      // hit or a chunk boundary left it): choice 0 forks the request's other choices from its
+      // logits, as step() does, before it samples.
+      if (s.choice_index == 0 && !s.group->pending_forks.empty()) fork_choices(s, logits);
+    }
     int32_t tok = -1;
     const bool ended = sample_next(s, logits + static_cast<size_t>(j) * n_vocab, &tok);
     const bool match = j < proposed && tok == draft[j];

@@ -408,6 +408,46 @@ TEST(SpecEngine, NoPrefixCacheAndChunkedBudget) {
   expect_unchanged(kStories, cfg, "ngram no prefix cache, budget 7");
 }
 
+TEST(SpecEngine, ChoicesForkFromAPromptWhoseLastTokenRunsWithADraft) {
+  // A budget of 8 and a 17-token prompt: its last chunk is its last token alone, which the
+  // engine runs like a decode row, with a draft behind it. Choice 0 must fork the other
+  // choices from that row's logits. Before, they forked a step later (each dropped its first
+  // token and went on from choice 0's) or, with a draft model, ended as aborted.
+  const auto refs = testing::load_reference("../shared/reference/stories260K.json");
+  ASSERT_FALSE(refs.empty());
+  std::vector<int32_t> prompt = {1};
+  while (prompt.size() < 17) prompt.push_back(refs[0].prompt_tokens[1 + (prompt.size() - 1) % 4]);  // repeats: n-gram proposals
+  std::vector<Request> reqs(2);
+  for (Request& r : reqs) {
+    r.prompt = prompt;
+    r.params.max_tokens = 6;
+    r.params.top_logprobs = 1;
+  }
+  reqs[0].opts.n = 2;
+  reqs[0].params.temperature = 0.f;  // greedy
+  reqs[1].opts.n = 3;
+  reqs[1].params.temperature = 0.8f;
+  reqs[1].params.seed = 5;
+  auto off_cfg = config(kStories, engine::SpecMethod::kOff);
+  off_cfg.max_batched_tokens = 8;
+  auto off = make_engine(off_cfg);
+  ASSERT_TRUE(off);
+  const Outputs want = run_all(*off, reqs, 1);
+  ASSERT_EQ(want.size(), 5u);
+  EXPECT_EQ(want[0].tokens, want[1].tokens);  // greedy choices agree
+  for (engine::SpecMethod method : {engine::SpecMethod::kNgram, engine::SpecMethod::kDraft}) {
+    auto cfg = config(kStories, method);
+    cfg.spec.adaptive = false;
+    cfg.spec.draft_model = kStories;
+    cfg.max_batched_tokens = 8;
+    auto on = make_engine(cfg);
+    ASSERT_TRUE(on);
+    expect_same(want, run_all(*on, reqs, 1), method == engine::SpecMethod::kNgram ? "ngram" : "draft");
+    EXPECT_GT(on->metrics().spec_draft_tokens, 0);
+    EXPECT_TRUE(testing::wait_pool_free(*on));
+  }
+}
+
 TEST(SpecEngine, LayerSkipChangesNoOutputOnStories) {
   expect_unchanged(kStories, config(kStories, engine::SpecMethod::kLayerSkip), "layerskip stories260K");
 }
