@@ -1,6 +1,8 @@
 #include "tokenizer/chat_jinja.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include "tokenizer/jinja/template.h"
 
@@ -156,32 +158,81 @@ std::string JinjaChatTemplate::apply_with_spans(const ordered_json& messages, co
     *it = open + std::to_string(contents.size() - 1) + close;
   }
   std::string mk = apply(marked, tools, add_generation_prompt, now, strip_bos);
-  std::string out;
-  std::vector<TextSpan> spans;
-  size_t i = 0;
-  while (i < mk.size()) {
-    size_t p = mk.find(open, i);
+  // The marked rendering as the template's own text between markers: seg[0] idx[0] seg[1] ...
+  std::vector<std::string> seg(1);
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < mk.size();) {
+    const size_t p = mk.find(open, i);
     if (p == std::string::npos) {
-      out.append(mk, i, std::string::npos);
+      seg.back().append(mk, i, std::string::npos);
       break;
     }
-    out.append(mk, i, p - i);
-    size_t q = mk.find(close, p);
-    size_t idx = contents.size();
+    seg.back().append(mk, i, p - i);
+    const size_t q = mk.find(close, p);
+    size_t k = contents.size();
     if (q != std::string::npos) {
       try {
-        idx = std::stoul(mk.substr(p + open.size(), q - p - open.size()));
+        k = std::stoul(mk.substr(p + open.size(), q - p - open.size()));
       } catch (const std::exception&) {
       }
     }
-    if (idx >= contents.size()) throw jinja::TemplateError("the template altered a message's content marker");
-    spans.push_back({out.size(), contents[idx].size()});
-    out += contents[idx];
+    if (k >= contents.size()) throw jinja::TemplateError("the template altered a message's content marker");
+    idx.push_back(k);
+    seg.emplace_back();
     i = q + close.size();
   }
-  if (out != real) throw jinja::TemplateError("the template transforms message content (no exact content spans)");
-  *content_spans = std::move(spans);
+  *content_spans = content_spans_of(real, seg, idx, contents);
   return real;
+}
+
+std::vector<TextSpan> content_spans_of(const std::string& real, const std::vector<std::string>& seg,
+                                       const std::vector<size_t>& idx, const std::vector<std::string>& contents) {
+  std::vector<TextSpan> spans;
+  // Contents as given (the usual case: the template inserts them unchanged).
+  std::string exact = seg[0];
+  for (size_t i = 0; i < idx.size(); ++i) {
+    spans.push_back({exact.size(), contents[idx[i]].size()});
+    exact += contents[idx[i]] + seg[i + 1];
+  }
+  if (exact == real) return spans;
+  // Else each rendered content is taken to be what a template's usual edits leave of the
+  // message's content — | trim, .strip(), .lstrip(), .rstrip(), .split('</think>')[-1] — or
+  // nothing: the longest of those at which the template's next text follows. Only those forms,
+  // so that content can never be read as the template's own text (where special tokens are
+  // parsed). Template text that depends on the content makes this fail.
+  spans.clear();
+  const std::string_view r(real);
+  if (r.substr(0, seg[0].size()) != seg[0]) throw jinja::TemplateError("the template's text depends on message content");
+  size_t pos = seg[0].size();
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const std::string& next = seg[i + 1];
+    const bool last = i + 1 == idx.size();
+    std::vector<std::string_view> forms;
+    for (std::string_view c : {std::string_view(contents[idx[i]]), std::string_view()}) {
+      if (const size_t t = contents[idx[i]].rfind("</think>"); c.empty() && t != std::string::npos)
+        c = std::string_view(contents[idx[i]]).substr(t + 8);
+      const size_t b = c.find_first_not_of(" \t\n\r"), e = c.find_last_not_of(" \t\n\r");
+      forms.push_back(c);
+      if (b == std::string_view::npos) continue;
+      forms.push_back(c.substr(b, e - b + 1));
+      forms.push_back(c.substr(b));
+      forms.push_back(c.substr(0, e + 1));
+    }
+    forms.push_back(std::string_view());
+    std::stable_sort(forms.begin(), forms.end(), [](std::string_view x, std::string_view y) { return x.size() > y.size(); });
+    bool found = false;
+    for (std::string_view f : forms) {
+      if (r.substr(pos, f.size()) != f || r.substr(pos + f.size(), next.size()) != next) continue;
+      if (last && pos + f.size() + next.size() != r.size()) continue;
+      spans.push_back({pos, f.size()});
+      pos += f.size() + next.size();
+      found = true;
+      break;
+    }
+    if (!found) throw jinja::TemplateError("the template transforms message content in a way pdserve cannot follow");
+  }
+  if (pos != r.size()) throw jinja::TemplateError("the template's text depends on message content");
+  return spans;
 }
 
 }  // namespace pdserve::tokenizer

@@ -52,8 +52,8 @@ class JinjaChatTemplate {
   /// As apply(), and `content_spans` receives the byte ranges of the result that are
   /// message content (for Tokenizer::encode_chat, which parses special tokens only
   /// outside them). Found by rendering once more with a private-use marker in place of
-  /// each message's string content; throws jinja::TemplateError when the template
-  /// transforms content so that the two renderings disagree (no exact spans then).
+  /// each message's string content (content_spans_of); throws jinja::TemplateError when
+  /// the two renderings cannot be matched up.
   std::string apply_with_spans(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                bool add_generation_prompt, std::time_t now, bool strip_bos,
                                std::vector<TextSpan>* content_spans) const;
@@ -68,6 +68,17 @@ class JinjaChatTemplate {
   std::string source_;
   ChatTemplateCaps caps_;
 };
+
+/// The byte ranges of `real` (a rendering) that hold message content, given the same template's
+/// rendering with markers for the contents: its text `seg` around them (seg.size() ==
+/// idx.size() + 1) and which content each marker stood for (`idx` into `contents`). Each
+/// rendered content is the message's content, or else the longest of what a template's usual
+/// edits leave of it (`| trim`, `.strip()`, `.lstrip()`, `.rstrip()`,
+/// `.split('</think>')[-1]`, nothing) that the template's next text follows. Throws
+/// jinja::TemplateError when `real` cannot be read that way (e.g. the template's own text
+/// depends on the content).
+std::vector<TextSpan> content_spans_of(const std::string& real, const std::vector<std::string>& seg,
+                                       const std::vector<size_t>& idx, const std::vector<std::string>& contents);
 
 /// Seconds since the epoch of YYYY-MM-DD at 00:00 UTC; false on a malformed date.
 bool parse_utc_date(const std::string& ymd, std::time_t* out);

@@ -330,7 +330,9 @@ TEST(ServerHttp, AnHttp10ClientGetsItsStreamAndItsLongAnswerUnchunkedEndedByTheC
   // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a streamed answer, and the
   // heartbeats of a non-streamed one past kHeartbeatAfter, come as plain bytes that end when
   // the server closes the connection; an HTTP/1.1 client gets the same events chunked.
-  TestServer s(FakeEngineOptions{.token_delay = 400ms});
+  FakeEngineOptions opts;
+  opts.token_delay = 400ms;
+  TestServer s(opts);
   const json stream = {{"prompt", "hello"}, {"max_tokens", 3}, {"stream", true}};
   testing::RawConnection c(s.port);
   ASSERT_TRUE(c.send(http10_post(stream)));
