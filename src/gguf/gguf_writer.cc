@@ -1,5 +1,9 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "gguf/gguf.h"
 
@@ -100,11 +104,27 @@ std::vector<uint8_t> GgufWriter::serialize() const {
 
 Status GgufWriter::write(const std::string& path) const {
   std::vector<uint8_t> bytes = serialize();
-  FILE* f = std::fopen(path.c_str(), "wb");
+  // A regular file is written next to `path` and renamed over it: a failed write leaves no
+  // partial file, and `path` may be the very file being read (its mapping stays whole). Anything
+  // else (a device, a pipe) is written in place.
+  struct stat st {};
+  const bool in_place = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string to = in_place ? path : path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(to.c_str(), "wb");
   if (!f) return Status::Internal(path + ": cannot create: " + std::strerror(errno));
-  size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  bool ok = n == bytes.size() && std::fclose(f) == 0;
-  if (!ok) return Status::Internal(path + ": write failed");
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  const int write_errno = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    const std::string why = std::strerror(written ? errno : write_errno);
+    if (!in_place) std::remove(to.c_str());
+    return Status::Internal(path + ": write failed: " + why);
+  }
+  if (!in_place && std::rename(to.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(to.c_str());
+    return Status::Internal(path + ": cannot replace: " + why);
+  }
   return Status::Ok();
 }
 

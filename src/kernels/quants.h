@@ -23,6 +23,9 @@ gguf::GgmlType vec_dot_type(gguf::GgmlType t);
 /// x[0..n) = the values of a row of `n` elements of type `t` (F32, F16, BF16 and every
 /// quantised type above; Q8_K too). ggml's dequantize_row_* arithmetic.
 void dequantize(gguf::GgmlType t, const void* src, float* dst, int64_t n);
+/// True when dequantize() reads `t` (the types of can_quantize); for any other type it writes
+/// zeros.
+bool can_dequantize(gguf::GgmlType t);
 
 /// True when quantize() can produce `t` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
 /// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS).

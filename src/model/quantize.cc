@@ -110,10 +110,13 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
       w.add_tensor(t.name, t.dims, t.type, t.data, t.nbytes);
       continue;
     }
+    if (!kernels::can_dequantize(t.type))
+      return Status::InvalidArgument(in + ": tensor '" + t.name + "' has type " + gguf::type_name(t.type) +
+                                     ", which pdserve cannot read, so it cannot be converted to " +
+                                     gguf::type_name(to) + ".");
     const int64_t cols = t.dims[0], rows = t.rows();
     const int64_t in_rb = gguf::row_bytes(t.type, cols), out_rb = gguf::row_bytes(to, cols);
     std::vector<uint8_t> data(static_cast<size_t>(out_rb * rows));
-    bool ok = true;
 #pragma omp parallel
     {
       std::vector<float> buf(cols);
@@ -123,7 +126,6 @@ Status quantize_file(const std::string& in, const std::string& out, const std::s
         kernels::quantize(to, buf.data(), data.data() + r * out_rb, cols);
       }
     }
-    if (!ok) return Status::Internal("cannot quantise tensor '" + t.name + "'");
     w.add_tensor(t.name, t.dims, to, data.data(), data.size());
   }
   return w.write(out);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -180,6 +181,41 @@ TEST(ModelQuantize, UnknownTypeIsAnError) {
   auto s = model::quantize_file("../shared/models/synth-llama-small-f16.gguf", tmp("x.gguf"), "Q3_X");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("unknown quantisation type"), std::string::npos);
+}
+
+TEST(ModelQuantize, ATensorOfATypePdserveCannotReadIsAnErrorNotZeros) {
+  // One IQ3_S tensor (256 values, 110 bytes a block): refused, naming it, and no output file
+  // (it was converted to zeros).
+  gguf::GgufWriter w;
+  w.set("general.architecture", gguf::Value::str("llama"));
+  const std::vector<uint8_t> block(110 * 4, 0x5A);
+  w.add_tensor("token_embd.weight", {256, 4}, gguf::GgmlType::IQ3_S, block.data(), block.size());
+  const std::string in = tmp("pdserve-test-iq3s.gguf"), out = tmp("pdserve-test-iq3s-q8.gguf");
+  std::filesystem::remove(out);
+  ASSERT_TRUE(w.write(in).ok());
+  auto s = model::quantize_file(in, out, "Q8_0");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor 'token_embd.weight' has type IQ3_S"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove(in);
+}
+
+TEST(ModelQuantize, AFileQuantisedOntoItselfEqualsOneWrittenElsewhere) {
+  // The output path may be the input's: the output replaces it once written whole (through a
+  // temporary file next to it, which is gone afterwards).
+  const std::string a = tmp("pdserve-test-self.gguf"), b = tmp("pdserve-test-other.gguf");
+  std::filesystem::copy_file("../shared/models/synth-llama-small-f16.gguf", a, std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(model::quantize_file(a, b, "Q8_0").ok());
+  ASSERT_TRUE(model::quantize_file(a, a, "Q8_0").ok());
+  const auto slurp = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(slurp(a), slurp(b));
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    EXPECT_EQ(e.path().string().find("pdserve-test-self.gguf.tmp"), std::string::npos) << e.path();
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
 }
 
 }  // namespace
