@@ -9,7 +9,8 @@
 
 namespace pdserve::engine::detail {
 
-KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype) {
+KvLayout make_layout(const model::Model& m, const kv::KvCacheShape& shape, const std::string& dtype) {
+  const model::ModelConfig& mc = m.config();
   KvLayout l;
   l.kv_dtype = dtype;
   l.block_size = shape.block_size;
@@ -19,7 +20,7 @@ KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape
   l.block_bytes = static_cast<size_t>(shape.bytes_per_layer_block());
   l.model_fingerprint = mc.arch + "/" + std::to_string(mc.n_layer) + "x" + std::to_string(mc.n_embd) + "/h" +
                         std::to_string(mc.n_head) + "kv" + std::to_string(mc.n_head_kv) + "/ff" + std::to_string(mc.n_ff) +
-                        "/v" + std::to_string(mc.n_vocab);
+                        "/v" + std::to_string(mc.n_vocab) + "/w" + m.weights_fingerprint();
   return l;
 }
 

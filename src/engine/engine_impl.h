@@ -42,8 +42,9 @@ class CacheBlockAccess final : public KvBlockAccess {
   KvLayout layout_;
 };
 
-/// The KV layout of a cache (for transfer handshakes).
-KvLayout make_layout(const model::ModelConfig& mc, const kv::KvCacheShape& shape, const std::string& dtype);
+/// The KV layout of a cache (for transfer handshakes and store keys); its model_fingerprint
+/// names the architecture, the shapes and the weights (Model::weights_fingerprint).
+KvLayout make_layout(const model::Model& m, const kv::KvCacheShape& shape, const std::string& dtype);
 
 class EngineImpl final : public Engine {
  public:
@@ -52,7 +53,7 @@ class EngineImpl final : public Engine {
              std::unique_ptr<model::Model> draft = nullptr, std::unique_ptr<kv::KvTiers> tiers = nullptr)
       : cfg_(cfg), model_(std::move(m)), tok_(std::move(tok)), tiers_(std::move(tiers)), n_ctx_(n_ctx),
         kv_(shape, cfg.prefix_cache, eviction), sched_(sc, kv_),
-        blocks_(kv_, make_layout(model_->config(), shape, kv::kv_dtype_name(cfg.kv_dtype))),
+        blocks_(kv_, make_layout(*model_, shape, kv::kv_dtype_name(cfg.kv_dtype))),
         grammars_(*tok_, model_->config().n_vocab),
         salt_gate_(cfg.prefix_cache ? static_cast<size_t>(cfg.max_cache_salts) : 0) {
     kv_.set_max_cache_namespaces(salt_gate_.max_salts());

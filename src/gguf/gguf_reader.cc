@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/sha256.h"
 #include "gguf/gguf.h"
 
 #include "base/log.h"
@@ -318,6 +319,23 @@ Result<std::string> GgufFile::require_string(const std::string& key) const {
 const TensorInfo* GgufFile::find_tensor(const std::string& name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::string weights_fingerprint(const GgufFile& f) {
+  Sha256 h;
+  for (const TensorInfo& t : f.tensors()) {
+    h.update(t.name);
+    const int64_t head[2] = {static_cast<int64_t>(t.type), static_cast<int64_t>(t.dims.size())};
+    h.update(head, sizeof head);
+    h.update(t.dims.data(), t.dims.size() * sizeof(int64_t));
+    constexpr uint64_t kSamples = 16, kSample = 64;
+    if (t.nbytes <= kSamples * kSample) {
+      h.update(t.data, t.nbytes);
+      continue;
+    }
+    for (uint64_t k = 0; k < kSamples; ++k) h.update(t.data + (t.nbytes - kSample) * k / (kSamples - 1), kSample);
+  }
+  return to_hex(h.digest()).substr(0, 16);
 }
 
 }  // namespace pdserve::gguf

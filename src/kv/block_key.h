@@ -22,7 +22,7 @@ namespace pdserve::kv {
 using BlockKey = pdserve::Sha256Digest;
 
 /// What a key is relative to: everything besides the tokens that decides a block's K/V
-/// bytes. `model_fingerprint` names the model's architecture and shape; `layout` the KV
+/// bytes. `model_fingerprint` names the model's architecture, shape and weights; `layout` the KV
 /// layout (block size, layers, heads, head_dim); `dtype` the KV dtype name.
 struct BlockKeyContext {
   std::string model_fingerprint;

@@ -31,6 +31,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, gguf::FileMe
   auto w = Weights::bind(*m->file_, m->config_);
   if (!w.ok()) return w.status().annotate(path);
   m->weights_ = w.value();
+  m->weights_fingerprint_ = gguf::weights_fingerprint(*m->file_);
   // The private copy can take the kernels' own layout; a mapped file is read-only (and
   // shared), so --mmap keeps ggml's.
   if (m->file_->memory() == gguf::FileMemory::kHugePages && kernels::best_isa() == kernels::Isa::kAvx512Vnni)

@@ -37,6 +37,9 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
   /// Bytes of weight matrices load() rewrote into the kernels' layout (Weights::relayout_for_kernels).
   int64_t relaid_bytes() const { return relaid_bytes_; }
+  /// gguf::weights_fingerprint of the file as it was read (before any re-layout), so the same
+  /// weights give the same fingerprint in every process, mapped or copied.
+  const std::string& weights_fingerprint() const { return weights_fingerprint_; }
 
   /// Sizes the activation workspace for batches of up to `max_tokens` tokens of which up
   /// to `max_logits_rows` need logits (an engine: its token budget and max sequences), so
@@ -69,6 +72,7 @@ class Model {
  private:
   std::unique_ptr<gguf::GgufFile> file_;
   int64_t relaid_bytes_ = 0;
+  std::string weights_fingerprint_;
   ModelConfig config_;
   Weights weights_;
   Workspace ws_;

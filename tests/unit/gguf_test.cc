@@ -318,5 +318,26 @@ TEST(Gguf, OverlappingTensorDataIsAnError) {
   }
 }
 
+TEST(Gguf, WeightsFingerprintTellsFilesOfOneShapeApartAndIgnoresTheKernelLayout) {
+  // KV store keys and the PD handshake carry it: two files of the same shape but other weights
+  // (here Q8_0 and Q4_0 of one model) must differ, or one reuses the other's KV. The same file
+  // must give the same fingerprint mapped or copied and re-laid out for the kernels.
+  const std::string q8 = "../shared/models/synth-llama-small-q8_0.gguf", q4 = "../shared/models/synth-llama-small-q4_0.gguf";
+  auto mapped = model::Model::load(q4, gguf::FileMemory::kMmap);
+  auto copied = model::Model::load(q4, gguf::FileMemory::kHugePages);
+  auto other = model::Model::load(q8, gguf::FileMemory::kMmap);
+  ASSERT_TRUE(mapped.ok() && copied.ok() && other.ok());
+  EXPECT_EQ(mapped.value()->weights_fingerprint().size(), 16u);
+  EXPECT_EQ(mapped.value()->weights_fingerprint(), copied.value()->weights_fingerprint());
+  EXPECT_NE(mapped.value()->weights_fingerprint(), other.value()->weights_fingerprint());
+  // One changed weight byte in the middle of a tensor's samples changes it too.
+  auto f = gguf::GgufFile::open(q4, gguf::FileMemory::kHugePages);
+  ASSERT_TRUE(f.ok());
+  const gguf::TensorInfo& t = f.value()->tensors().back();
+  const std::string before = gguf::weights_fingerprint(*f.value());
+  const_cast<uint8_t*>(t.data)[(t.nbytes - 64) * 7 / 15 + 3] ^= 1;
+  EXPECT_NE(gguf::weights_fingerprint(*f.value()), before);
+}
+
 }  // namespace
 }  // namespace pdserve::gguf
