@@ -126,7 +126,10 @@ Result<std::optional<std::string>> DiskKvStore::get(const BlockKey& key) {
     lru_.splice(lru_.end(), lru_, it->second.lru);  // most recently used
   }
   std::ifstream in(path_of(hex), std::ios::binary);
-  if (!in) return std::optional<std::string>();  // evicted meanwhile
+  if (!in) {  // evicted meanwhile, or removed behind our back: the index forgets it too
+    forget(key);
+    return std::optional<std::string>();
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   return std::optional<std::string>(ss.str());
@@ -159,6 +162,19 @@ Status DiskKvStore::put(const BlockKey& key, const std::string& value) {
   }
   for (const std::string& p : drop) ::unlink(p.c_str());
   return Status::Ok();
+}
+
+void DiskKvStore::forget(const BlockKey& key) {
+  const std::string hex = pdserve::to_hex(key);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = index_.find(hex);
+    if (it == index_.end()) return;
+    total_bytes_ -= it->second.bytes;
+    lru_.erase(it->second.lru);
+    index_.erase(it);
+  }
+  ::unlink(path_of(hex).c_str());
 }
 
 bool DiskKvStore::has_local(const BlockKey& key) const {

@@ -30,6 +30,7 @@ class DiskKvStore final : public KvStore {
   Result<std::optional<std::string>> get(const BlockKey& key) override;
   Status put(const BlockKey& key, const std::string& value) override;
   bool has_local(const BlockKey& key) const override;
+  void forget(const BlockKey& key) override;
   void snapshot() override;
   int64_t num_blocks() const override;
   int64_t num_bytes() const override;

@@ -31,6 +31,9 @@ class KvStore {
   /// Whether this tier knows it holds `key` without asking anyone (false when it cannot
   /// tell cheaply, e.g. Redis).
   virtual bool has_local(const BlockKey& key) const { (void)key; return false; }
+  /// Drops `key`'s value, which a reader found unusable (corrupt, truncated), so that the
+  /// next put() stores the recomputed block again (a no-op where put() replaces anyway).
+  virtual void forget(const BlockKey& key) { (void)key; }
   /// Whether the tier answered its last call (false during an outage).
   virtual bool up() const { return true; }
   /// During an outage: tries to reconnect (respecting the backoff), so hits resume

@@ -225,6 +225,7 @@ void KvTiers::do_fetch(FetchJob& job) {
           t.st.bytes_read += static_cast<int64_t>(got.value()->size());
         }
       }
+      if (got.ok() && got.value() && !payload.ok()) reader(t).forget(job.keys[b]);  // so the recomputed block is stored again
       if (!payload.ok()) continue;
       found = true;
       // Copy a block found lower down into the faster tiers above it.

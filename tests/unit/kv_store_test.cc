@@ -198,6 +198,27 @@ TEST(KvTiers, WritesThroughAndFetchesInOrderUntilTheFirstMiss) {
   EXPECT_EQ(st[0].writes, 3);
   EXPECT_EQ(st[0].hits, 3);
   EXPECT_EQ(st[0].errors, 1);
+  // The rejected block is forgotten (file and index), so its recomputed block is stored again
+  // and then found: before, the index kept the key and put() skipped it as already stored.
+  EXPECT_FALSE(t.may_have(keys[1]));
+  EXPECT_FALSE(fs::exists(f));
+  t.put(keys[1], std::vector<int32_t>(tokens.begin() + 16, tokens.begin() + 32), payload(1));
+  ASSERT_TRUE(testing::wait_until([&] { return t.pending_writes() == 0; }));
+  // A file removed behind the store's back is forgotten at the next read, and stored again.
+  fs::remove(fs::path(dir) / (pdserve::to_hex(keys[0]) + ".kvb"));
+  std::promise<void> done3;
+  t.fetch(9, 0, keys, tokens, 16, pb, [&] { done3.set_value(); });
+  done3.get_future().wait();
+  EXPECT_EQ(t.take_fetched()[0].payloads.size(), 0u);
+  EXPECT_FALSE(t.may_have(keys[0]));
+  t.put(keys[0], std::vector<int32_t>(tokens.begin(), tokens.begin() + 16), payload(0));
+  ASSERT_TRUE(testing::wait_until([&] { return t.pending_writes() == 0; }));
+  std::promise<void> done4;
+  t.fetch(10, 0, keys, tokens, 16, pb, [&] { done4.set_value(); });
+  done4.get_future().wait();
+  r = t.take_fetched();
+  ASSERT_EQ(r[0].payloads.size(), 2u);
+  EXPECT_EQ(r[0].payloads[1], payload(1));
   fs::remove_all(dir);
 }
 
