@@ -7,6 +7,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -106,16 +109,9 @@ int serve_worker(WorkerArgs& a, engine::Engine& eng, grpc::Service& service, con
     return 1;
   }
   PDS_LOG_INFO("{} worker listening on {}:{} (gRPC), model '{}'", role, a.host, bound, eng.model_name());
-  std::unique_ptr<disagg::Registration> reg;
-  if (disc.kind == disagg::DiscoveryUrl::Kind::Etcd) {
-    const std::string addr = advertised_address(a, bound);
-    reg = std::make_unique<disagg::Registration>(disc, role, addr, a.discovery_ttl,
-                                                 [&eng, role, addr] { return registration_value(eng, role, addr); });
-  }
-
   std::unique_ptr<server::HttpServer> http;
   std::thread http_thread;
-  int http_rc = 0;
+  std::atomic<int> http_rc{-1};  // run()'s result once it returned
   if (a.metrics_port > 0) {
     server::ServerConfig sc;
     sc.host = a.host;
@@ -123,7 +119,24 @@ int serve_worker(WorkerArgs& a, engine::Engine& eng, grpc::Service& service, con
     sc.metrics_only = true;
     http = std::make_unique<server::HttpServer>(eng, sc);
     http_thread = std::thread([&] { http_rc = http->run(); });
+    // A metrics port that cannot be bound ends the worker at start, as `serve` does (it kept
+    // running without /health or /metrics).
+    while (http->port() <= 0 && http_rc.load() < 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (http->port() <= 0) {
+      http_thread.join();
+      std::fprintf(stderr, "error: cannot listen on %s:%d (--metrics-port)\n", a.host.c_str(), a.metrics_port);
+      grpc_server->Shutdown(std::chrono::system_clock::now());
+      eng.shutdown();
+      return 1;
+    }
   }
+  std::unique_ptr<disagg::Registration> reg;
+  if (disc.kind == disagg::DiscoveryUrl::Kind::Etcd) {
+    const std::string addr = advertised_address(a, bound);
+    reg = std::make_unique<disagg::Registration>(disc, role, addr, a.discovery_ttl,
+                                                 [&eng, role, addr] { return registration_value(eng, role, addr); });
+  }
+
   int sig = 0;
   sigwait(&set, &sig);
   if (sig == SIGTERM) {
@@ -144,7 +157,7 @@ int serve_worker(WorkerArgs& a, engine::Engine& eng, grpc::Service& service, con
   }
   grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   eng.shutdown();
-  return http_rc;
+  return std::max(0, http_rc.load());
 }
 
 }  // namespace

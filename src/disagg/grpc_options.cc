@@ -31,6 +31,9 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& addr) {
 }
 
 void configure_server(grpc::ServerBuilder& b) {
+  // No SO_REUSEPORT: a second worker on a port in use must fail to start, not share the
+  // port's connections with the first (maybe another model's worker).
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.SetMaxReceiveMessageSize(kMaxMessageBytes);
   b.SetMaxSendMessageSize(kMaxMessageBytes);
   b.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, g_tuning.stream_window_bytes);

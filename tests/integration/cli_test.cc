@@ -2,6 +2,9 @@
 // and `info` work, and bad model files give a non-zero exit and a one-line error.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 
 #include "support/reference.h"
 #include "support/pdserve_bin.h"
+#include "support/ports.h"
 
 namespace pdserve {
 namespace {
@@ -30,12 +34,15 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-RunResult run(const std::string& args) {
+/// Runs `pdserve ARGS`; with `timeout_s` > 0 the process is killed after that many seconds
+/// (exit code 124), for commands that would otherwise serve forever.
+RunResult run(const std::string& args, int timeout_s = 0) {
   // One file per call: ctest runs the tests of this binary in parallel processes.
   static int calls = 0;
   const std::string err_path =
       ::testing::TempDir() + "pds_cli_stderr_" + std::to_string(::getpid()) + "_" + std::to_string(calls++) + ".txt";
-  const std::string cmd = testing::pdserve_bin() + " " + args + " 2>" + err_path;
+  const std::string cmd = (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : std::string()) +
+                          testing::pdserve_bin() + " " + args + " 2>" + err_path;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -94,6 +101,32 @@ void expect_one_line_error(const RunResult& r, const std::string& needle) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(Cli, AWorkerWhosePortIsInUseExitsWithAnError) {
+  // Another socket listening with SO_REUSEPORT, as a gRPC server does by default: a worker
+  // used to bind beside it and share its connections (two workers, maybe of two models, on
+  // one port). And a worker whose --metrics-port is taken kept running without /health.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string taken = std::to_string(ntohs(addr.sin_port));
+  const std::string model = " --model ../shared/models/stories260K.gguf";
+  RunResult r = run("prefill" + model + " --port " + taken, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("error: cannot listen on 127.0.0.1:" + taken + " (gRPC)"), std::string::npos) << r.err;
+  r = run("prefill" + model + " --port " + std::to_string(testing::free_port()) + " --metrics-port " + taken, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("error: cannot listen on 127.0.0.1:" + taken + " (--metrics-port)"), std::string::npos) << r.err;
+  ::close(fd);
 }
 
 // NaN and infinities are refused by every floating-point flag (CLI11's range checks alone
