@@ -35,7 +35,7 @@ void add_profile_command(CLI::App& app, ProfileArgs& a) {
   CLI::App* cmd = app.add_subcommand("profile", "measure the engine's prefill / decode / KV-transfer times into a JSON profile");
   engine::EngineConfig& e = a.opts.engine;
   cmd->add_option("-m,--model", e.model_path, "GGUF model")->required();
-  cmd->add_option("-t,--threads", e.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("-t,--threads", e.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--block-size", e.block_size, "tokens per KV block")->default_val(16)->check(CLI::Range(1, 1024));
   add_choice_option(*cmd, "--kv-dtype", e.kv_dtype, kv_dtype_choices(), "KV cache dtype", "f16");
   cmd->add_option("--max-batched-tokens", e.max_batched_tokens, "token budget per engine step")->default_val(2048)->check(CLI::Range(1, 1 << 30));

@@ -7,7 +7,7 @@ namespace pdserve::cli {
 void add_engine_options(CLI::App& cmd, engine::EngineConfig& cfg) {
   cmd.add_option("-m,--model", cfg.model_path, "GGUF model file")->required();
   cmd.add_option("--model-name", cfg.model_name, "model id reported by the API (default: file stem)");
-  cmd.add_option("-t,--threads", cfg.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1 << 30));
+  cmd.add_option("-t,--threads", cfg.threads, "compute threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd.add_flag("--mmap", cfg.mmap,
                "keep the weights memory-mapped from the file (shared page cache, 4 KiB pages) instead of a private "
                "copy on transparent huge pages (the default: faster decode, the file's size in private memory)");

@@ -2,6 +2,10 @@
 // prefill, decode, router, synth, bench-model, perplexity, profile, calibrate, simulate.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+#include <new>
+
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/parse_command_line.h"
@@ -65,22 +69,32 @@ int main(int argc, char** argv) {
 
   if (const int rc = pdserve::cli::parse_command_line(app, argc, argv); rc >= 0) return rc;
   pdserve::set_log_level(log_level);
-  if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
-  if (app.got_subcommand("generate")) return pdserve::cli::run_generate(gen);
-  if (app.got_subcommand("tokenize")) return pdserve::cli::run_tokenize(tok);
-  if (app.got_subcommand("info")) return pdserve::cli::run_info(info);
-  if (app.got_subcommand("quantize")) return pdserve::cli::run_quantize(quant);
-  if (app.got_subcommand("bench")) return pdserve::cli::run_bench(bench);
-  if (app.got_subcommand("prefill")) return pdserve::cli::run_prefill(prefill_worker);
-  if (app.got_subcommand("decode")) return pdserve::cli::run_decode(decode_worker);
-  if (app.got_subcommand("router")) return pdserve::cli::run_router(router);
-  if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
-  if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
-  if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
-  if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
-  if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
-  if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
-  if (app.got_subcommand("calibrate")) return pdserve::cli::run_calibrate(calibrate);
-  if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);
+  // An exception no command handles (memory the machine cannot give for the sizes asked, e.g.
+  // --max-seqs 100000000) is a one-line error, not an abort.
+  try {
+    if (app.got_subcommand("serve")) return pdserve::cli::run_serve(serve);
+    if (app.got_subcommand("generate")) return pdserve::cli::run_generate(gen);
+    if (app.got_subcommand("tokenize")) return pdserve::cli::run_tokenize(tok);
+    if (app.got_subcommand("info")) return pdserve::cli::run_info(info);
+    if (app.got_subcommand("quantize")) return pdserve::cli::run_quantize(quant);
+    if (app.got_subcommand("bench")) return pdserve::cli::run_bench(bench);
+    if (app.got_subcommand("prefill")) return pdserve::cli::run_prefill(prefill_worker);
+    if (app.got_subcommand("decode")) return pdserve::cli::run_decode(decode_worker);
+    if (app.got_subcommand("router")) return pdserve::cli::run_router(router);
+    if (app.got_subcommand("synth")) return pdserve::cli::run_synth(synth);
+    if (app.got_subcommand("bench-model")) return pdserve::cli::run_bench_model(bench_model);
+    if (app.got_subcommand("perplexity")) return pdserve::cli::run_perplexity(perplexity);
+    if (app.got_subcommand("planner")) return pdserve::cli::run_planner(planner);
+    if (app.got_subcommand("hash-key")) return pdserve::cli::run_hash_key(hash_key);
+    if (app.got_subcommand("profile")) return pdserve::cli::run_profile(profile);
+    if (app.got_subcommand("calibrate")) return pdserve::cli::run_calibrate(calibrate);
+    if (app.got_subcommand("simulate")) return pdserve::cli::run_simulate(simulate);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory: a size asked for (a flag's value or a file's) is more than this machine can allocate\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   return 2;
 }

@@ -129,6 +129,17 @@ TEST(Cli, AWorkerWhosePortIsInUseExitsWithAnError) {
   ::close(fd);
 }
 
+TEST(Cli, SizesTheMachineCannotGiveAreOneLineErrorsNotAborts) {
+  // std::bad_alloc escaped main (an abort, exit 134); --threads 40000 could not start its
+  // threads, and the half-built pool's destructor aborted.
+  const std::string model = " --model ../shared/models/stories260K.gguf";
+  expect_one_line_error(run("generate" + model + " -p hi -n 2 --max-batched-tokens 1000000000"), "out of memory");
+  expect_one_line_error(run("bench-model" + model + " -p 0 -n 0 --batch 2000000000"), "out of memory");
+  const RunResult t = run("generate" + model + " -p hi -n 2 --threads 40000");
+  EXPECT_EQ(t.exit_code, 2) << t.err;
+  EXPECT_NE(t.err.find("--threads: Value 40000 not in range 0 to 1024"), std::string::npos) << t.err;
+}
+
 // NaN and infinities are refused by every floating-point flag (CLI11's range checks alone
 // let NaN through), before any model is loaded.
 TEST(Cli, NonFiniteNumbersAreRefused) {
