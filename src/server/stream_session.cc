@@ -83,7 +83,7 @@ std::string StreamSession::render_with_tools(int choice, const engine::StreamDel
     return out;
   }
   json last = chat_chunk(meta_, choice, json::object(), nullptr, d.finish, include_usage_);
-  if (!p.calls.empty() && d.finish == engine::FinishReason::Stop) last["choices"][0]["finish_reason"] = "tool_calls";
+  if (!p.calls.empty() && !p.cut && d.finish == engine::FinishReason::Stop) last["choices"][0]["finish_reason"] = "tool_calls";
   out += sse_data(last);
   return out;
 }

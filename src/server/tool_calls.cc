@@ -236,7 +236,8 @@ ParsedToolOutput parse_tool_output(const std::string& text, const std::string& i
     pos = skip_ws(text, pos);
     if (pos >= text.size() || text[pos] != '{') break;
     const size_t end = json_value_end(text, pos);
-    if (end == std::string::npos) {  // cut by max_tokens
+    if (end == std::string::npos) {  // cut by max_tokens or a stop string
+      out.cut = true;
       std::string name, args;
       if (partial_call(text.substr(pos), f.args_key, name, args)) push(name, std::move(args));
       break;
@@ -272,7 +273,7 @@ void apply_tool_calls(json& body, ToolSyntax syntax) {
     msg["content"] = nullptr;
     if (p.calls.empty()) continue;  // cut before a call's name was complete
     msg["tool_calls"] = std::move(p.calls);
-    if (c["finish_reason"] == "stop") c["finish_reason"] = "tool_calls";
+    if (c["finish_reason"] == "stop" && !p.cut) c["finish_reason"] = "tool_calls";  // a cut call stays "stop"
   }
 }
 

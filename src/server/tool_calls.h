@@ -65,6 +65,7 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
 struct ParsedToolOutput {
   std::optional<std::string> content;
   json calls = json::array();
+  bool cut = false;  // the text ends inside a call (max_tokens, a stop string): not "tool_calls"
 };
 ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix,
                                    ToolSyntax syntax = ToolSyntax::kWrapper);

@@ -135,6 +135,17 @@ TEST(ToolCallsTest, OutputParsesIntoCallsAndConversationRendersBack) {
   auto cut_name = server::parse_tool_output("<tool_call>\n{\"na", "c");
   EXPECT_TRUE(cut_name.calls.empty());
   EXPECT_FALSE(cut_name.content.has_value());
+  EXPECT_TRUE(cut.cut && cut_args.cut && cut_name.cut);
+  EXPECT_FALSE(p.cut);
+  // A choice that ended on a stop string inside a call stays "stop"; complete calls are
+  // "tool_calls" (helper-62: a call cut by stop "}" came back as a finished call).
+  json body = {{"id", "chatcmpl-ab"},
+               {"choices", {{{"index", 0}, {"finish_reason", "stop"}, {"message", {{"content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": -47"}}}},
+                            {{"index", 1}, {"finish_reason", "stop"}, {"message", {{"content", "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"}}}}}}};
+  server::apply_tool_calls(body, server::ToolSyntax::kWrapper);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"x\": -47");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "tool_calls");
 
   // The rendered assistant turn is what the grammar lets the model write: parsing it
   // gives the same calls back.
