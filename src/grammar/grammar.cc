@@ -79,6 +79,26 @@ Status Grammar::validate() const {
   for (size_t r = 0; r < n; ++r)
     if (color[r] == 0 && !dfs(static_cast<int32_t>(r)))
       return Status::InvalidArgument("rule '" + bad + "' is left recursive (not supported)");
+  // Productive rules (fixpoint): those that can end, every element of some alternative
+  // matching (a byte set matches when it is not empty). A root that cannot end matches no
+  // text: refused here, not found by the first token that has nowhere to go.
+  std::vector<char> productive(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (productive[r]) continue;
+      for (int32_t a : rule_alts[r]) {
+        bool all = true;
+        for (int32_t i = a; elems[i].kind != Element::kEnd && all; ++i)
+          all = elems[i].kind == Element::kBytes ? sets[elems[i].value] != ByteSet{} : productive[elems[i].value] != 0;
+        if (all) { productive[r] = 1; changed = true; break; }
+      }
+    }
+  }
+  if (root >= 0 && !productive[root])
+    return Status::InvalidArgument("the grammar matches no text: rule '" + rule_names[root] +
+                                   "' cannot be completed (an empty character class such as [^\\x00-\\U0010FFFF], "
+                                   "or rules that never end)");
   return Status::Ok();
 }
 

@@ -127,8 +127,21 @@ class Converter {
       if (!check_keywords(s, at, {"$ref"})) return false;
       return ref(s["$ref"].get<std::string>(), at, out);
     }
+    // With a type beside const or enum, only the values of that type are valid.
+    auto type_ok = [&](const json& v) {
+      if (!s.contains("type")) return true;
+      const json types = s["type"].is_array() ? s["type"] : json::array({s["type"]});
+      for (const auto& t : types) {
+        if ((t == "string" && v.is_string()) || (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null()) ||
+            (t == "number" && v.is_number()) || (t == "integer" && v.is_number_integer()) ||
+            (t == "object" && v.is_object()) || (t == "array" && v.is_array()))
+          return true;
+      }
+      return false;
+    };
     if (s.contains("const")) {
       if (!check_keywords(s, at, {"const"})) return false;
+      if (!type_ok(s["const"])) return fail("the 'const' value does not have the schema's 'type' at " + at);
       out = lit(s["const"].dump());
       return true;
     }
@@ -136,18 +149,6 @@ class Converter {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) return fail("'enum' must be a non-empty array at " + at);
       if (!check_keywords(s, at, {"enum"})) return false;
-      // With a type too, only the values of that type are valid.
-      auto type_ok = [&](const json& v) {
-        if (!s.contains("type")) return true;
-        const json types = s["type"].is_array() ? s["type"] : json::array({s["type"]});
-        for (const auto& t : types) {
-          if ((t == "string" && v.is_string()) || (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null()) ||
-              (t == "number" && v.is_number()) || (t == "integer" && v.is_number_integer()) ||
-              (t == "object" && v.is_object()) || (t == "array" && v.is_array()))
-            return true;
-        }
-        return false;
-      };
       std::string alt;
       for (const auto& v : e)
         if (type_ok(v)) alt += (alt.empty() ? "" : " | ") + lit(v.dump());

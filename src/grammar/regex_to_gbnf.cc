@@ -370,9 +370,12 @@ Result<std::string> regex_to_gbnf_expr(std::string_view pattern, bool json_strin
   auto g = parse_gbnf("root ::= " + *r + "\n", max_size);
   if (g.code() == StatusCode::ResourceExhausted) return g.status();
   Status valid = g.ok() ? g->validate() : g.status();
-  if (!valid.ok())
-    return Status::InvalidArgument("invalid or unsupported regular expression: a repeated part can match the empty string (" +
-                                   valid.message() + ")");
+  if (!valid.ok()) {
+    const bool left_recursive = valid.message().find("left recursive") != std::string::npos;
+    return Status::InvalidArgument("invalid or unsupported regular expression: " +
+                                   (left_recursive ? "a repeated part can match the empty string (" + valid.message() + ")"
+                                                   : valid.message()));
+  }
   return r;
 }
 

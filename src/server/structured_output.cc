@@ -101,7 +101,7 @@ std::optional<ApiError> response_format(const json& rf, std::string& out, bool& 
 }  // namespace
 
 ApiError grammar_too_large(const std::string& param, uint64_t max_grammar_states) {
-  return bad_request("Invalid '" + param + "': the constraint compiles to a grammar that " +
+  return bad_request("Invalid '" + param + "': the constraint is too large: " +
                          grammar::grammar_too_large_message(max_grammar_states) + "; this server accepts at most " +
                          std::to_string(max_grammar_states) + " (--max-grammar-states).",
                      param);

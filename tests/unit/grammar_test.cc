@@ -108,6 +108,18 @@ TEST(GbnfTest, ErrorsNameTheLineAndProblem) {
   EXPECT_FALSE(parse_gbnf("root ::= \"a\" \"b\n").ok());
   EXPECT_FALSE(parse_gbnf("root ::= \"a\"{3,1}\n").ok());
   EXPECT_FALSE(parse_gbnf("root ::= <think>\n").ok());
+  // A grammar that matches no text is refused here (it gave a 500 at the first token with
+  // nowhere to go); an alternative that can end is enough.
+  auto e5 = parse_gbnf("root ::= \"a\" [^\\x00-\\U0010FFFF]\n");
+  ASSERT_FALSE(e5.ok());
+  EXPECT_NE(e5.error().find("the grammar matches no text"), std::string::npos) << e5.error();
+  EXPECT_FALSE(parse_gbnf("root ::= x\nx ::= \"a\" x\n").ok());  // never ends
+  EXPECT_TRUE(parse_gbnf("root ::= \"a\" | \"b\" [^\\x00-\\U0010FFFF]\n").ok());
+  // A regular expression's error says what is wrong with it.
+  auto r = regex_to_gbnf("a{5,2}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("n < m"), std::string::npos) << r.error();
+  EXPECT_EQ(r.error().find("empty string"), std::string::npos) << r.error();
 }
 
 TEST(GbnfTest, DeepRepetitionStaysFlat) {
@@ -322,6 +334,10 @@ TEST(JsonSchemaTest, EnumValuesMustHaveTheType) {
   EXPECT_FALSE(accepts(*m, "1"));
   EXPECT_FALSE(accepts(*m, "null"));
   EXPECT_FALSE(json_schema_to_gbnf(json::parse(R"({"type":"integer","enum":["a"]})")).ok());
+  // const too: its value had to have the type (5 came back for type string).
+  EXPECT_FALSE(json_schema_to_gbnf(json::parse(R"({"type":"string","const":5})")).ok());
+  EXPECT_FALSE(json_schema_to_gbnf(json::parse(R"({"type":"integer","const":"a"})")).ok());
+  EXPECT_TRUE(json_schema_to_gbnf(json::parse(R"({"type":["integer","null"],"const":null})")).ok());
 }
 
 TEST(JsonSchemaTest, PropertiesComeInTheSchemasOrder) {
