@@ -89,6 +89,27 @@ TEST(JinjaTest, RuntimeErrorsCarryLineAndColumn) {
             std::string::npos);
 }
 
+TEST(JinjaTest, TemplatesThatWouldCrashOrExhaustTheServerAreErrors) {
+  // A model file's template is input: nesting that overflowed the stack, a list that contains
+  // itself, and sizes or loops that took gigabytes or never ended are TemplateErrors
+  // (helper-63; the server then falls back to a built-in format).
+  const auto has = [](const std::string& err, const std::string& what) { return err.find(what) != std::string::npos; };
+  EXPECT_TRUE(has(error_of("{{ " + std::string(10000, '(') + "1" + std::string(10000, ')') + " }}"), "nested more than 200 levels"));
+  std::string ifs;
+  for (int i = 0; i < 50000; ++i) ifs += "{% if true %}";
+  EXPECT_TRUE(has(error_of(ifs), "nested more than 200 levels"));
+  EXPECT_EQ(render("{{ " + std::string(150, '(') + "1" + std::string(150, ')') + " }}"), "1");  // deep but allowed
+  EXPECT_TRUE(has(error_of("{% set x = [] %}{% set _ = x.append(x) %}{{ x | tojson }}"), "contains itself"));
+  EXPECT_TRUE(has(error_of("{% set x = [] %}{% set _ = x.append(x) %}{{ x }}"), "contains itself"));
+  EXPECT_TRUE(has(error_of("{% for i in range(1000000000) %}x{% endfor %}"), "range() of 1000000000 items"));
+  EXPECT_TRUE(has(error_of("{{ 'x' * 2000000000 }}"), "a string repeated 2000000000 times"));
+  EXPECT_TRUE(has(error_of("{{ [1, 2] * 2000000000 }}"), "a list repeated"));
+  EXPECT_TRUE(has(error_of("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}"),
+                  "more than 1000000 statements"));
+  EXPECT_TRUE(has(error_of("{% for i in range(1000000) %}{{ 'y' * 100 }}{% endfor %}"), "output is larger than"));
+  EXPECT_EQ(render("{{ range(5, 0, -2) | list }}"), "[5, 3, 1]");
+}
+
 TEST(JinjaTest, UndefinedPrintsEmptyAndAttributeOfUndefinedIsUndefined) {
   EXPECT_EQ(render("[{{ nope }}][{{ nope.deeper }}][{{ nope['k'] is defined }}]"), "[][][False]");
 }

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tokenizer/jinja/methods.h"
@@ -177,6 +178,13 @@ Value arithmetic(const std::string& op, const Value& l, const Value& r) {
     const Value* seq = l.is_string() || l.is_list() ? &l : &r;
     const Value* cnt = seq == &l ? &r : &l;
     if ((seq->is_string() || seq->is_list()) && cnt->kind() == Value::Kind::Int) {
+      const int64_t n = std::max<int64_t>(0, cnt->as_int());
+      const uint64_t unit = seq->is_string() ? seq->str().size() : seq->items().size();
+      const uint64_t limit = seq->is_string() ? kMaxStringBytes : static_cast<uint64_t>(kMaxItems);
+      if (n > 0 && unit > limit / static_cast<uint64_t>(n))
+        throw TemplateError(std::string(seq->is_string() ? "a string" : "a list") + " repeated " + std::to_string(n) +
+                            " times is larger than a template may build (" + std::to_string(limit) +
+                            (seq->is_string() ? " bytes)" : " items)"));
       if (seq->is_string()) {
         std::string out;
         for (int64_t i = 0; i < cnt->as_int(); ++i) out += seq->str();

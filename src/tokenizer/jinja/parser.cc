@@ -61,6 +61,7 @@ class Parser {
 
   // Statements until a `{% name %}` with name in `ends` (left unconsumed) or Eof.
   Body parse_body(const std::set<std::string>& ends) {
+    const Nest nest(*this, peek());
     Body body;
     while (true) {
       const Token& t = peek();
@@ -263,7 +264,21 @@ class Parser {
     return tup;
   }
 
+  /// Counts one level of nesting for its lifetime (parse_expr, parse_body): a template nested
+  /// past kMaxNesting is an error, not a stack overflow.
+  struct Nest {
+    Parser& p;
+    Nest(Parser& parser, const Token& at) : p(parser) {
+      if (++p.depth_ > kMaxNesting) {
+        --p.depth_;
+        fail(at, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
+      }
+    }
+    ~Nest() { --p.depth_; }
+  };
+
   ExprPtr parse_expr() {
+    const Nest nest(*this, peek());
     ExprPtr e = parse_or();
     while (is_name("if")) {
       const Token& at = next();
@@ -562,6 +577,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

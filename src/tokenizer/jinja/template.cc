@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/template.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 #include "tokenizer/jinja/filters.h"
@@ -49,6 +51,11 @@ class Evaluator {
         if (a.positional.size() > 2) step = a.positional[2].as_int();
       }
       if (step == 0) throw TemplateError("range() arg 3 must not be zero");
+      const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 count = span <= 0 ? 0 : (span - 1) / (step > 0 ? step : -static_cast<__int128>(step)) + 1;
+      if (count > kMaxItems)
+        throw TemplateError("range() of " + std::to_string(static_cast<int64_t>(std::min<__int128>(count, INT64_MAX))) +
+                            " items is larger than a template may build (" + std::to_string(kMaxItems) + ")");
       ValueList out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
       return Value::list(std::move(out));
@@ -81,7 +88,11 @@ class Evaluator {
     for (const auto& s : body) {
       Flow fl;
       try {
+        if (++steps_ > kMaxSteps)
+          throw TemplateError("the template ran more than " + std::to_string(kMaxSteps) + " statements");
         fl = exec_one(*s, f, out);
+        if (out.size() > kMaxStringBytes)
+          throw TemplateError("the template's output is larger than " + std::to_string(kMaxStringBytes) + " bytes");
       } catch (const TemplateError& e) {
         rethrow_at(e, s->line, s->col);
       }
@@ -174,6 +185,8 @@ class Evaluator {
     if (items.empty()) return exec(s.else_body, f, out);
     int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      if (++steps_ > kMaxSteps)  // an iteration counts as a statement, even with an empty body
+        throw TemplateError("the template ran more than " + std::to_string(kMaxSteps) + " statements");
       Frame body;
       body.parent = &f;
       assign(s.targets, items[static_cast<size_t>(i)], body);
@@ -360,6 +373,7 @@ class Evaluator {
 
   RenderOptions opts_;
   int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

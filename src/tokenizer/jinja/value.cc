@@ -168,7 +168,14 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
 }
 
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw TemplateError("a value nested more than " + std::to_string(kMaxValueDepth) +
+                        " levels deep (a list or dict that contains itself?)");
+}
+
 void json_dump(const Value& v, int indent, int level, std::string& out) {
+  check_depth(level);
   auto newline = [&](int lvl) {
     out += '\n';
     out.append(static_cast<size_t>(indent * lvl), ' ');
@@ -238,14 +245,15 @@ std::string py_repr_string(const std::string& s) {
 
 }  // namespace
 
-std::string Value::repr() const {
+std::string Value::repr_at(int depth) const {
+  check_depth(depth);
   switch (kind_) {
     case Kind::String: return py_repr_string(*s_);
     case Kind::List: {
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < l_->size(); ++i) {
         if (i) out += ", ";
-        out += (*l_)[i].repr();
+        out += (*l_)[i].repr_at(depth + 1);
       }
       if (tuple_) return out + (l_->size() == 1 ? ",)" : ")");
       return out + "]";
@@ -256,7 +264,7 @@ std::string Value::repr() const {
       for (const auto& kv : m_->items) {
         if (!first) out += ", ";
         first = false;
-        out += py_repr_string(kv.first) + ": " + kv.second.repr();
+        out += py_repr_string(kv.first) + ": " + kv.second.repr_at(depth + 1);
       }
       return out + "}";
     }
@@ -284,7 +292,8 @@ std::string Value::to_json(int indent) const {
   return out;
 }
 
-nlohmann::ordered_json Value::to_json_value() const {
+nlohmann::ordered_json Value::to_json_value_at(int depth) const {
+  check_depth(depth);
   switch (kind_) {
     case Kind::Bool: return b_;
     case Kind::Int: return i_;
@@ -292,13 +301,13 @@ nlohmann::ordered_json Value::to_json_value() const {
     case Kind::String: return *s_;
     case Kind::List: {
       auto j = nlohmann::ordered_json::array();
-      for (const auto& e : *l_) j.push_back(e.to_json_value());
+      for (const auto& e : *l_) j.push_back(e.to_json_value_at(depth + 1));
       return j;
     }
     case Kind::Dict:
     case Kind::Namespace: {
       auto j = nlohmann::ordered_json::object();
-      for (const auto& kv : m_->items) j[kv.first] = kv.second.to_json_value();
+      for (const auto& kv : m_->items) j[kv.first] = kv.second.to_json_value_at(depth + 1);
       return j;
     }
     default: return nullptr;

@@ -43,6 +43,14 @@ class TemplateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Bounds on what a template may build or run, so that a model file's or --chat-template-file's
+/// template can neither crash nor exhaust the server (each past it is a TemplateError).
+inline constexpr int kMaxNesting = 200;                  // parser: nested expressions and blocks
+inline constexpr int kMaxValueDepth = 512;               // lists and dicts inside each other (e.g. x.append(x))
+inline constexpr int64_t kMaxItems = 1'000'000;          // a list built by range() or *
+inline constexpr size_t kMaxStringBytes = 16u << 20;     // a string built by *, and the rendered text
+inline constexpr int64_t kMaxSteps = 1'000'000;          // statements and loop iterations in one render
+
 class Value {
  public:
   enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Function, Namespace };
@@ -90,10 +98,10 @@ class Value {
   /// Undefined → "".
   std::string to_string() const;
   /// repr(x) (strings quoted as Python does).
-  std::string repr() const;
+  std::string repr() const { return repr_at(0); }
   /// json.dumps(x, ensure_ascii=False, indent=indent) (indent < 0: one line, ", " / ": ").
   std::string to_json(int indent = -1) const;
-  nlohmann::ordered_json to_json_value() const;
+  nlohmann::ordered_json to_json_value() const { return to_json_value_at(0); }
   /// Python ==.
   bool equals(const Value& o) const;
   /// Python <; throws TemplateError for unorderable kinds.
@@ -102,6 +110,9 @@ class Value {
   const char* type_name() const;
 
  private:
+  std::string repr_at(int depth) const;
+  nlohmann::ordered_json to_json_value_at(int depth) const;
+
   Kind kind_ = Kind::Undefined;
   bool tuple_ = false;
   bool b_ = false;
