@@ -18,7 +18,11 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kMaxStringLen = 1ull << 30;
-constexpr uint64_t kMaxArrayLen = 1ull << 32;
+// Metadata array elements, in one array and in the whole file: each becomes a Value of
+// ~50 bytes, so a 40 MB file of one-byte elements took 2 GB. Real vocabularies hold a few
+// hundred thousand tokens (and as many merges, scores and types).
+constexpr uint64_t kMaxArrayLen = 4ull << 20;
+constexpr uint64_t kMaxArrayItemsPerFile = 16ull << 20;
 constexpr uint32_t kMaxDims = 4;
 
 /// Bounds-checked little-endian cursor over the mapped file.
@@ -27,6 +31,7 @@ class Cursor {
   Cursor(const uint8_t* p, uint64_t n) : p_(p), n_(n) {}
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return n_ - pos_; }
+  uint64_t array_items = 0;  // metadata array elements read so far
   bool read(void* dst, uint64_t n) {
     if (n > n_ - pos_) return false;
     std::memcpy(dst, p_ + pos_, n);
@@ -81,7 +86,13 @@ bool read_value(Cursor& c, ValueType t, Value& out, std::string& err) {
     return false;
   }
   if (n > kMaxArrayLen) {
-    err = "has an array of " + std::to_string(n) + " elements (too many)";
+    err = "has an array of " + std::to_string(n) + " elements (more than the " + std::to_string(kMaxArrayLen) +
+          " pdserve reads)";
+    return false;
+  }
+  if ((c.array_items += n) > kMaxArrayItemsPerFile) {
+    err = "brings the file's metadata arrays past " + std::to_string(kMaxArrayItemsPerFile) +
+          " elements (more than pdserve reads)";
     return false;
   }
   Array arr;

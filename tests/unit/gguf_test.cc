@@ -275,6 +275,23 @@ TEST(Gguf, HugeArrayCountInATinyFileIsTruncationNotAnAllocation) {
   std::remove(path.c_str());
 }
 
+TEST(Gguf, AMetadataArrayOfMillionsOfSmallElementsIsRefusedNotInflated) {
+  // 8 Mi one-byte elements (an 8 MB file) became 8 Mi Values of ~50 bytes each: refused by
+  // count, naming the key (helper-63: a 40 MB file took 2 GB).
+  std::vector<uint8_t> b = header(0, 1);
+  put_str(b, "junk");
+  put_u32(b, static_cast<uint32_t>(ValueType::ARRAY));
+  put_u32(b, static_cast<uint32_t>(ValueType::UINT8));
+  put_u64(b, 8ull << 20);
+  b.resize(b.size() + (8u << 20), 7);
+  const std::string path = ::testing::TempDir() + "pds_gguf_big_array";
+  { std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size()); }
+  auto f = GgufFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().find("'junk' has an array of 8388608 elements"), std::string::npos) << f.error();
+  std::remove(path.c_str());
+}
+
 // Dimensions each in range whose product overflows int64 (TensorInfo::n_elements).
 TEST(Gguf, TensorElementCountOverflowIsAnError) {
   std::vector<uint8_t> b = header(1, 0);
