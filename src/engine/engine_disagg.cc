@@ -28,7 +28,9 @@ bool EngineImpl::wants_remote_prefill(Sequence& s) {
   if (s.remote_tried || s.kv_sink) return false;
   const bool resumed = static_cast<int>(s.tokens.size()) != s.role_prompt_len;  // has generated tokens
   const int uncached = static_cast<int>(s.tokens.size()) - s.num_computed;
-  const bool first_decision = s.cached_tokens < 0;
+  // Counted once: admission asks again each step the pool has no room for the sequence.
+  const bool first_decision = !s.prefill_counted;
+  s.prefill_counted = true;
   // h2o ranks positions by the attention mass of every prompt query, which a prefill
   // worker does not send: such sequences prefill locally (streaming ones go remote).
   const bool h2o = s.kv_budget > 0 && cfg_.kv_evict.needs_attention_mass();

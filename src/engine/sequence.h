@@ -115,6 +115,7 @@ struct Sequence {
   std::shared_ptr<KvSink> kv_sink;           // prefill worker: streams blocks out
   std::vector<int> sink_sent;                // per layer: blocks handed to kv_sink
   bool remote_tried = false;                 // decode worker: remote prefill attempted
+  bool prefill_counted = false;              // decode worker: counted as a remote or local prefill
   bool cancel_sent = false;                  // decode worker: transfer cancel requested
 
   // Speculative decoding (engine/spec_proposer.h), engine thread only.
