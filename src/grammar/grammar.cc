@@ -44,20 +44,26 @@ Status Grammar::validate() const {
   const size_t n = rule_alts.size();
   for (size_t r = 0; r < n; ++r)
     if (rule_alts[r].empty()) return Status::InvalidArgument("undefined rule '" + rule_names[r] + "'");
-  // Nullable rules (fixpoint), then the "leftmost reference" graph must be acyclic.
-  std::vector<char> nullable(n, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (int32_t a : rule_alts[r]) {
-        bool all = true;
-        for (int32_t i = a; elems[i].kind != Element::kEnd; ++i)
-          if (elems[i].kind == Element::kBytes || !nullable[elems[i].value]) { all = false; break; }
-        if (all) { nullable[r] = 1; changed = true; break; }
+  // The rules that have an alternative whose every element passes `bytes_ok` (a byte set) or
+  // is such a rule itself (least fixpoint).
+  const auto rules_where = [&](auto bytes_ok) {
+    std::vector<char> in(n, 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < n; ++r) {
+        if (in[r]) continue;
+        for (int32_t a : rule_alts[r]) {
+          bool all = true;
+          for (int32_t i = a; elems[i].kind != Element::kEnd && all; ++i)
+            all = elems[i].kind == Element::kBytes ? bytes_ok(sets[elems[i].value]) : in[elems[i].value] != 0;
+          if (all) { in[r] = 1; changed = true; break; }
+        }
       }
     }
-  }
+    return in;
+  };
+  // Nullable rules (no byte needed), then the "leftmost reference" graph must be acyclic.
+  const std::vector<char> nullable = rules_where([](const ByteSet&) { return false; });
   std::vector<std::vector<int32_t>> left(n);
   for (size_t r = 0; r < n; ++r)
     for (int32_t a : rule_alts[r])
@@ -82,19 +88,7 @@ Status Grammar::validate() const {
   // Productive rules (fixpoint): those that can end, every element of some alternative
   // matching (a byte set matches when it is not empty). A root that cannot end matches no
   // text: refused here, not found by the first token that has nowhere to go.
-  std::vector<char> productive(n, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (productive[r]) continue;
-      for (int32_t a : rule_alts[r]) {
-        bool all = true;
-        for (int32_t i = a; elems[i].kind != Element::kEnd && all; ++i)
-          all = elems[i].kind == Element::kBytes ? sets[elems[i].value] != ByteSet{} : productive[elems[i].value] != 0;
-        if (all) { productive[r] = 1; changed = true; break; }
-      }
-    }
-  }
+  const std::vector<char> productive = rules_where([](const ByteSet& b) { return b != ByteSet{}; });
   if (root >= 0 && !productive[root])
     return Status::InvalidArgument("the grammar matches no text: rule '" + rule_names[root] +
                                    "' cannot be completed (an empty character class such as [^\\x00-\\U0010FFFF], "
