@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
+#include <variant>
 
 namespace pdserve::model {
 
@@ -22,14 +24,37 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   constexpr int64_t kMaxDim = int64_t{1} << 24;
   auto read_int = [&](const std::string& key, std::optional<int64_t> fallback, int64_t lo, int64_t hi,
                       int& out) -> Status {
-    std::optional<int64_t> v = f.get_int(p + key);
-    if (!v && !f.find(p + key) && fallback) v = fallback;
+    const gguf::Value* raw = f.find(p + key);
+    std::optional<int64_t> v = raw && std::holds_alternative<bool>(raw->v) ? std::nullopt : f.get_int(p + key);  // not true as 1
+    if (!v && !raw && fallback) v = fallback;
     if (!v) return f.find(p + key) ? Status::InvalidArgument("metadata key '" + p + key + "' must be an integer")
                                    : Status::NotFound("missing required metadata key '" + p + key + "'");
     if (*v < lo || *v > hi)
       return Status::InvalidArgument("metadata key '" + p + key + "' is " + std::to_string(*v) + ": it must be between " +
                                      std::to_string(lo) + " and " + std::to_string(hi));
     out = static_cast<int>(*v);
+    return Status::Ok();
+  };
+  // Float hyperparameters: a key that is present must be a finite number above `lo` (or at
+  // least `lo` when `lo_ok`); a NaN or zero RoPE base, a negative epsilon or a string there
+  // loaded and generated NaN logits, or fell back to the default without a word.
+  auto read_float = [&](const std::string& key, double fallback, double lo, bool lo_ok, float& out) -> Status {
+    const gguf::Value* v = f.find(p + key);
+    if (!v) {
+      out = static_cast<float>(fallback);
+      return Status::Ok();
+    }
+    const std::optional<double> d = std::holds_alternative<bool>(v->v) ? std::nullopt : v->as_float();
+    if (!d) return Status::InvalidArgument("metadata key '" + p + key + "' must be a number");
+    const auto num = [](double x) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%g", x);
+      return std::string(b);
+    };
+    if (!std::isfinite(*d) || *d < lo || (*d == lo && !lo_ok))
+      return Status::InvalidArgument("metadata key '" + p + key + "' is " + num(*d) + ": it must be a finite number " +
+                                     (lo_ok ? "of at least " : "above ") + num(lo));
+    out = static_cast<float>(*d);
     return Status::Ok();
   };
   for (auto [key, out] : {std::pair<const char*, int*>{"context_length", &c.n_ctx},
@@ -50,9 +75,13 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::InvalidArgument("metadata key '" + p + "rope.dimension_count' is " + std::to_string(c.rope_dim) +
                          ": it must be even and between 2 and the head dimension (" + std::to_string(c.head_dim) + ")");
-  c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
+  if (Status st = read_float("rope.freq_base", 10000.0, 0, false, c.rope_base); !st.ok()) return st;
+  if (f.find(p + "rope.scaling.type") && !f.get_string(p + "rope.scaling.type"))
+    return Status::InvalidArgument("metadata key '" + p + "rope.scaling.type' must be a string");
   if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {
-    if (auto factor = f.get_float(p + "rope.scaling.factor"); factor && *factor > 0) c.rope_freq_scale = 1.0f / static_cast<float>(*factor);
+    float factor = 1.f;
+    if (Status st = read_float("rope.scaling.factor", 1.0, 0, false, factor); !st.ok()) return st;
+    c.rope_freq_scale = 1.0f / factor;
   } else if (type && *type != "none") {
     // YaRN and the rest change the rotation itself: refused rather than run wrong. (Llama 3's
     // scaling comes as the rope_freqs.weight tensor, Phi-3's long-RoPE as rope_factors_*.)
@@ -80,7 +109,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3" || c.arch == "gemma2" ||
                 c.arch == "gemma3";
-  c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
+  if (Status st = read_float("rope.scaling.attn_factor", 1.0, 0, false, c.rope_attn_factor); !st.ok()) return st;
   if (Status s = read_int("rope.scaling.original_context_length", c.n_ctx, 1, kMaxDim, c.rope_orig_ctx); !s.ok()) return s;
   // Phi-3's sliding window: llama.cpp (llama-model.cpp, LLM_ARCH_PHI3) reads it and turns it
   // off ("Phi SWA is currently disabled", ggml-org/llama.cpp#13676), so every layer attends
@@ -97,8 +126,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
     if (Status s = read_int("attention.sliding_window", 4096, 0, kMaxDim, c.sliding_window); !s.ok()) return s;
     c.swa_pattern = 2;
     c.embd_scale = c.geglu = c.post_norms = true;
-    c.attn_softcap = static_cast<float>(f.get_float(p + "attn_logit_softcapping").value_or(50.0));
-    c.final_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(30.0));
+    if (Status st = read_float("attn_logit_softcapping", 50.0, 0, true, c.attn_softcap); !st.ok()) return st;
+    if (Status st = read_float("final_logit_softcapping", 30.0, 0, true, c.final_softcap); !st.ok()) return st;
     if (c.n_layer == 46) c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   }
   if (c.arch == "gemma3") {
@@ -115,17 +144,17 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
         return Status::InvalidArgument("metadata key '" + p +
                                        "attention.sliding_window_pattern' must be an integer (a per-layer array is not supported)");
       if (Status s = read_int("attention.sliding_window_pattern", 6, 1, kMaxDim, c.swa_pattern); !s.ok()) return s;
-      c.rope_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+      if (Status st = read_float("rope.freq_base_swa", 10000.0, 0, false, c.rope_base_swa); !st.ok()) return st;
       c.rope_freq_scale_swa = 1.f;
     } else {
-      c.final_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(0.0));
+      if (Status st = read_float("final_logit_softcapping", 0.0, 0, true, c.final_softcap); !st.ok()) return st;
     }
     if (c.n_layer == 62) c.q_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   } else {
     c.rope_base_swa = c.rope_base;
     c.rope_freq_scale_swa = c.rope_freq_scale;
   }
-  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (Status st = read_float("attention.layer_norm_rms_epsilon", 1e-5, 0, true, c.rms_eps); !st.ok()) return st;
   if (const gguf::Array* toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int>(toks->items.size());
   return c;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -235,6 +236,29 @@ TEST(Gguf, HyperparametersThatDoNotFitAnIntAreRefusedByName) {
   auto m = model::Model::load(path);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().find("'llama.attention.head_count_kv' is -2"), std::string::npos) << m.error();
+  // Floats: present means a finite number in range (a NaN or zero RoPE base, a negative
+  // epsilon loaded and gave NaN logits); a wrong type is refused, not replaced by the default.
+  struct Case {
+    const char* key;
+    Value v;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"llama.rope.freq_base", Value::f32(0.f), "'llama.rope.freq_base' is 0: it must be a finite number above 0"},
+      {"llama.rope.freq_base", Value::f32(std::nanf("")), "'llama.rope.freq_base' is nan"},
+      {"llama.rope.freq_base", Value::str("1e4"), "'llama.rope.freq_base' must be a number"},
+      {"llama.attention.layer_norm_rms_epsilon", Value::f32(-1.f), "is -1: it must be a finite number of at least 0"},
+      {"llama.rope.scaling.type", Value::u32(1), "'llama.rope.scaling.type' must be a string"},
+      {"llama.context_length", Value::boolean(true), "'llama.context_length' must be an integer"},
+  };
+  for (const Case& c : cases) {
+    GgufWriter w2 = base();
+    w2.set(c.key, c.v);
+    ASSERT_TRUE(w2.write(path).ok());
+    auto m2 = model::Model::load(path);
+    ASSERT_FALSE(m2.ok()) << c.key;
+    EXPECT_NE(m2.error().find(c.says), std::string::npos) << m2.error();
+  }
 }
 
 }  // namespace
