@@ -108,6 +108,20 @@ TEST(JinjaTest, TemplatesThatWouldCrashOrExhaustTheServerAreErrors) {
                   "more than 1000000 statements"));
   EXPECT_TRUE(has(error_of("{% for i in range(1000000) %}{{ 'y' * 100 }}{% endfor %}"), "output is larger than"));
   EXPECT_EQ(render("{{ range(5, 0, -2) | list }}"), "[5, 3, 1]");
+  // Chains deepen the tree as much as parentheses (helper-65: 30,000 of them crashed).
+  for (const std::string& chain : {"{{ " + [] { std::string c; for (int i = 0; i < 30000; ++i) c += "not "; return c; }() + "true }}",
+                                   "{{ 1" + [] { std::string c; for (int i = 0; i < 30000; ++i) c += "+1"; return c; }() + " }}",
+                                   "{{ 'x'" + [] { std::string c; for (int i = 0; i < 30000; ++i) c += "|upper"; return c; }() + " }}",
+                                   "{{ x" + [] { std::string c; for (int i = 0; i < 30000; ++i) c += ".a"; return c; }() + " }}"})
+    EXPECT_TRUE(has(error_of(chain), "nested more than 200 levels")) << chain.substr(0, 40);
+  EXPECT_EQ(render("{{ 1" + [] { std::string c; for (int i = 0; i < 100; ++i) c += "+1"; return c; }() + " }}"), "101");
+  // Strings and lists grown by any operation, not only * and range().
+  EXPECT_TRUE(has(error_of("{% set ns = namespace(s='x' * 1000000) %}{% for i in range(6) %}{% set ns.s = ns.s ~ ns.s %}"
+                           "{% endfor %}{{ ns.s | length }}"),
+                  "a string of 32000000 bytes"));
+  EXPECT_TRUE(has(error_of("{% set ns = namespace(l=range(100000) | list) %}{% for i in range(5) %}{% set ns.l = ns.l + ns.l %}"
+                           "{% endfor %}{{ ns.l | length }}"),
+                  "a list of 1600000 items"));
 }
 
 TEST(JinjaTest, UndefinedPrintsEmptyAndAttributeOfUndefinedIsUndefined) {

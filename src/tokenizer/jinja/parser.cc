@@ -276,12 +276,27 @@ class Parser {
     }
     ~Nest() { --p.depth_; }
   };
+  /// The same count for a loop that wraps its expression once more each time round (a + b +
+  /// c ..., x.a.b ..., x | f | g ...): the expression tree gets that much deeper, and evaluating
+  /// or freeing it recurses as deep.
+  struct Chain {
+    Parser& p;
+    int n = 0;
+    explicit Chain(Parser& parser) : p(parser) {}
+    void deeper(const Token& at) {
+      ++n;
+      if (++p.depth_ > kMaxNesting) fail(at, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
+    }
+    ~Chain() { p.depth_ -= n; }
+  };
 
   ExprPtr parse_expr() {
     const Nest nest(*this, peek());
+    Chain chain(*this);
     ExprPtr e = parse_or();
     while (is_name("if")) {
       const Token& at = next();
+      chain.deeper(at);
       auto c = node<Expr>(Expr::Kind::Cond, at);
       c->a.push_back(e);
       c->a.push_back(parse_or());
@@ -299,17 +314,21 @@ class Parser {
   }
 
   ExprPtr parse_or() {
+    Chain chain(*this);
     ExprPtr e = parse_and();
     while (is_name("or")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary("or", e, parse_and(), at);
     }
     return e;
   }
   ExprPtr parse_and() {
+    Chain chain(*this);
     ExprPtr e = parse_not();
     while (is_name("and")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary("and", e, parse_not(), at);
     }
     return e;
@@ -317,6 +336,7 @@ class Parser {
   ExprPtr parse_not() {
     if (is_name("not")) {
       const Token& at = next();
+      const Nest nest(*this, at);
       auto u = node<Expr>(Expr::Kind::Unary, at);
       u->s = "not";
       u->a.push_back(parse_not());
@@ -325,6 +345,7 @@ class Parser {
     return parse_compare();
   }
   ExprPtr parse_compare() {
+    Chain chain(*this);
     ExprPtr e = parse_math1();
     while (true) {
       const Token& at = peek();
@@ -332,12 +353,15 @@ class Parser {
           (at.value == "==" || at.value == "!=" || at.value == "<" || at.value == ">" || at.value == "<=" ||
            at.value == ">=")) {
         ++i_;
+        chain.deeper(at);
         e = binary(at.value, e, parse_math1(), at);
       } else if (is_name("in")) {
         ++i_;
+        chain.deeper(at);
         e = binary("in", e, parse_math1(), at);
       } else if (is_name("not") && is_name("in", 1)) {
         i_ += 2;
+        chain.deeper(at);
         e = binary("not in", e, parse_math1(), at);
       } else {
         return e;
@@ -345,33 +369,41 @@ class Parser {
     }
   }
   ExprPtr parse_math1() {
+    Chain chain(*this);
     ExprPtr e = parse_concat();
     while (is_op("+") || is_op("-")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary(at.value, e, parse_concat(), at);
     }
     return e;
   }
   ExprPtr parse_concat() {
+    Chain chain(*this);
     ExprPtr e = parse_math2();
     while (is_op("~")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary("~", e, parse_math2(), at);
     }
     return e;
   }
   ExprPtr parse_math2() {
+    Chain chain(*this);
     ExprPtr e = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary(at.value, e, parse_pow(), at);
     }
     return e;
   }
   ExprPtr parse_pow() {
+    Chain chain(*this);
     ExprPtr e = parse_unary(true);
     while (is_op("**")) {
       const Token& at = next();
+      chain.deeper(at);
       e = binary("**", e, parse_unary(true), at);
     }
     return e;
@@ -380,6 +412,7 @@ class Parser {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& at = next();
+      const Nest nest(*this, at);
       e = node<Expr>(Expr::Kind::Unary, at);
       e->s = at.value;
       e->a.push_back(parse_unary(false));
@@ -480,8 +513,10 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
       const Token& at = peek();
+      if (is_op(".") || is_op("[") || is_op("(")) chain.deeper(at);
       if (accept_op(".")) {
         if (peek().type == TokenType::Int) {
           auto it = node<Expr>(Expr::Kind::Item, at);
@@ -537,7 +572,11 @@ class Parser {
   // `| name(args)` ... chain; `input` null inside {% filter %} / {% set x | f %}.
   ExprPtr parse_filter_chain(ExprPtr input) {
     ExprPtr e = std::move(input);
-    while (accept_op("|")) e = parse_one_filter(e);
+    Chain chain(*this);
+    while (accept_op("|")) {
+      chain.deeper(peek());
+      e = parse_one_filter(e);
+    }
     return e;
   }
   ExprPtr parse_one_filter(ExprPtr input) {
@@ -550,7 +589,9 @@ class Parser {
   }
 
   ExprPtr parse_filters_and_tests(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      if (is_op("|") || is_name("is")) chain.deeper(peek());
       if (accept_op("|")) {
         e = parse_one_filter(e);
       } else if (is_name("is")) {

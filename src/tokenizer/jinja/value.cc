@@ -48,8 +48,16 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::Bool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::Int), i_(i) {}
 Value::Value(double d) : kind_(Kind::Float), d_(d) {}
-Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}
+Value::Value(std::string s) : kind_(Kind::String) {
+  if (s.size() > kMaxStringBytes)  // whatever built it: ~, +, join, replace, indent, tojson ...
+    throw TemplateError("a string of " + std::to_string(s.size()) + " bytes is larger than a template may build (" +
+                        std::to_string(kMaxStringBytes) + ")");
+  s_ = std::make_shared<std::string>(std::move(s));
+}
 Value Value::list(ValueList items) {
+  if (static_cast<int64_t>(items.size()) > kMaxItems)
+    throw TemplateError("a list of " + std::to_string(items.size()) + " items is larger than a template may build (" +
+                        std::to_string(kMaxItems) + ")");
   Value v;
   v.kind_ = Kind::List;
   v.l_ = std::make_shared<ValueList>(std::move(items));
