@@ -42,6 +42,7 @@ class GbnfParser {
       return Status::InvalidArgument("grammar has no 'root' rule");
     g_.root = static_cast<int32_t>(it - g_.rule_names.begin());
     if (Status s = g_.validate(); !s.ok()) return s;
+    g_.drop_dead_alternatives();
     if (max_size_ != kNoSizeLimit && g_.expanded_size(max_size_) > max_size_)
       return Status::ResourceExhausted(grammar_too_large_message(max_size_));
     return std::move(g_);

@@ -40,30 +40,42 @@ Element Grammar::byte(uint8_t b) {
   return bytes(s);
 }
 
+namespace {
+
+/// The rules of `g` that have an alternative whose every element passes `bytes_ok` (a byte
+/// set) or is such a rule itself (least fixpoint).
+template <class BytesOk>
+std::vector<char> rules_where(const Grammar& g, BytesOk bytes_ok) {
+  const size_t n = g.rule_alts.size();
+  std::vector<char> in(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (in[r]) continue;
+      for (int32_t a : g.rule_alts[r]) {
+        bool all = true;
+        for (int32_t i = a; g.elems[i].kind != Element::kEnd && all; ++i)
+          all = g.elems[i].kind == Element::kBytes ? bytes_ok(g.sets[g.elems[i].value]) : in[g.elems[i].value] != 0;
+        if (all) { in[r] = 1; changed = true; break; }
+      }
+    }
+  }
+  return in;
+}
+
+/// The rules that can end: some alternative's every element matches (a byte set is not empty).
+std::vector<char> productive_rules(const Grammar& g) {
+  return rules_where(g, [](const ByteSet& b) { return b != ByteSet{}; });
+}
+
+}  // namespace
+
 Status Grammar::validate() const {
   const size_t n = rule_alts.size();
   for (size_t r = 0; r < n; ++r)
     if (rule_alts[r].empty()) return Status::InvalidArgument("undefined rule '" + rule_names[r] + "'");
-  // The rules that have an alternative whose every element passes `bytes_ok` (a byte set) or
-  // is such a rule itself (least fixpoint).
-  const auto rules_where = [&](auto bytes_ok) {
-    std::vector<char> in(n, 0);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (in[r]) continue;
-        for (int32_t a : rule_alts[r]) {
-          bool all = true;
-          for (int32_t i = a; elems[i].kind != Element::kEnd && all; ++i)
-            all = elems[i].kind == Element::kBytes ? bytes_ok(sets[elems[i].value]) : in[elems[i].value] != 0;
-          if (all) { in[r] = 1; changed = true; break; }
-        }
-      }
-    }
-    return in;
-  };
   // Nullable rules (no byte needed), then the "leftmost reference" graph must be acyclic.
-  const std::vector<char> nullable = rules_where([](const ByteSet&) { return false; });
+  const std::vector<char> nullable = rules_where(*this, [](const ByteSet&) { return false; });
   std::vector<std::vector<int32_t>> left(n);
   for (size_t r = 0; r < n; ++r)
     for (int32_t a : rule_alts[r])
@@ -88,12 +100,25 @@ Status Grammar::validate() const {
   // Productive rules (fixpoint): those that can end, every element of some alternative
   // matching (a byte set matches when it is not empty). A root that cannot end matches no
   // text: refused here, not found by the first token that has nowhere to go.
-  const std::vector<char> productive = rules_where([](const ByteSet& b) { return b != ByteSet{}; });
+  const std::vector<char> productive = productive_rules(*this);
   if (root >= 0 && !productive[root])
     return Status::InvalidArgument("the grammar matches no text: rule '" + rule_names[root] +
                                    "' cannot be completed (an empty character class such as [^\\x00-\\U0010FFFF], "
                                    "or rules that never end)");
   return Status::Ok();
+}
+
+void Grammar::drop_dead_alternatives() {
+  const std::vector<char> productive = productive_rules(*this);
+  for (auto& alts : rule_alts)
+    alts.erase(std::remove_if(alts.begin(), alts.end(),
+                              [&](int32_t a) {
+                                for (int32_t i = a; elems[i].kind != Element::kEnd; ++i)
+                                  if (elems[i].kind == Element::kBytes ? sets[elems[i].value] == ByteSet{} : !productive[elems[i].value])
+                                    return true;
+                                return false;
+                              }),
+               alts.end());
 }
 
 uint64_t Grammar::expanded_size(uint64_t limit) const {

@@ -78,6 +78,10 @@ struct Grammar {
   /// InvalidArgument when a referenced rule has no alternatives, or a rule is left
   /// recursive (directly or through nullable prefixes); the message names the rule.
   Status validate() const;
+  /// Builder, after validate(): removes the alternatives that can never end (an element is an
+  /// empty byte set or a rule that cannot end), so that the matcher never takes a path with
+  /// nowhere to go (a generation there stopped with an error). The language is unchanged.
+  void drop_dead_alternatives();
 
   /// The number of elements (kBytes, kRule and kEnd) of the grammar once every rule
   /// reference that is not a tail call is replaced by a copy of the rule, from `root`:

@@ -115,6 +115,14 @@ TEST(GbnfTest, ErrorsNameTheLineAndProblem) {
   EXPECT_NE(e5.error().find("the grammar matches no text"), std::string::npos) << e5.error();
   EXPECT_FALSE(parse_gbnf("root ::= x\nx ::= \"a\" x\n").ok());  // never ends
   EXPECT_TRUE(parse_gbnf("root ::= \"a\" | \"b\" [^\\x00-\\U0010FFFF]\n").ok());
+  // ... and the alternatives that cannot end are dropped, so no generation starts down them
+  // ("b" had nowhere to go: a 500 at the next token; "b" x ran "bccc..." to max_tokens).
+  for (const char* g : {"root ::= \"a\" | \"b\" [^\\x00-\\U0010FFFF]\n", "root ::= \"a\" | \"b\" x\nx ::= \"c\" x\n"}) {
+    auto m = compile(g);
+    ASSERT_TRUE(m) << g;
+    EXPECT_TRUE(accepts(*m, "a")) << g;
+    EXPECT_LT(m->advance_byte(m->initial_state(), 'b'), 0) << g;
+  }
   // A regular expression's error says what is wrong with it.
   auto r = regex_to_gbnf("a{5,2}");
   ASSERT_FALSE(r.ok());
