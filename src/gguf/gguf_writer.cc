@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -109,7 +110,15 @@ Status GgufWriter::write(const std::string& path) const {
   // else (a device, a pipe) is written in place.
   struct stat st {};
   const bool in_place = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  const std::string to = in_place ? path : path + ".tmp." + std::to_string(::getpid());
+  // A symlink's target is what gets replaced, not the link.
+  std::string target = path;
+  if (!in_place) {
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
+  const std::string to = in_place ? path : target + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(to.c_str(), "wb");
   if (!f) return Status::Internal(path + ": cannot create: " + std::strerror(errno));
   const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
@@ -120,7 +129,7 @@ Status GgufWriter::write(const std::string& path) const {
     if (!in_place) std::remove(to.c_str());
     return Status::Internal(path + ": write failed: " + why);
   }
-  if (!in_place && std::rename(to.c_str(), path.c_str()) != 0) {
+  if (!in_place && std::rename(to.c_str(), target.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     std::remove(to.c_str());
     return Status::Internal(path + ": cannot replace: " + why);

@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include "kv/disk_store.h"
 
 #include <fcntl.h>
@@ -141,7 +142,13 @@ Status DiskKvStore::put(const BlockKey& key, const std::string& value) {
   std::string tmp;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (index_.count(hex)) return Status::Ok();  // same key, same content
+    if (auto it = index_.find(hex); it != index_.end()) {
+      struct stat st {};
+      if (::stat(path_of(hex).c_str(), &st) == 0) return Status::Ok();  // same key, same content
+      total_bytes_ -= it->second.bytes;  // its file was removed behind our back: write it again
+      lru_.erase(it->second.lru);
+      index_.erase(it);
+    }
     tmp = dir_ + "/.tmp" + std::to_string(tmp_seq_++);
   }
   if (Status s = write_file(tmp, value); !s.ok()) return s;

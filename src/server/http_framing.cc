@@ -51,10 +51,14 @@ std::optional<ApiError> framing_error(const httplib::Request& req, size_t max_bo
   // "gzip" and "deflate" (zlib) and would hand any other coding's bytes on as they are.
   if (const size_t n_ce = req.get_header_value_count("Content-Encoding"); n_ce > 0 && announces_body(req)) {
     const std::string ce = trimmed(req.get_header_value("Content-Encoding"));
-    if (n_ce > 1 || (ce != "gzip" && ce != "deflate" && ce != "identity"))
+    if (n_ce > 1 || (ce != "gzip" && ce != "deflate" && ce != "identity")) {
+      const bool other_case = strcasecmp(ce.c_str(), "gzip") == 0 || strcasecmp(ce.c_str(), "deflate") == 0 ||
+                              strcasecmp(ce.c_str(), "identity") == 0;
       return framing(415, "The request's Content-Encoding '" + ce + (n_ce > 1 ? "' (sent more than once)" : "'") +
-                              " is not supported: send the body as it is, or coded with gzip or deflate.",
+                              " is not supported: send the body as it is, or coded with gzip or deflate" +
+                              (other_case ? " (named in lower case: the decoder takes only that spelling)." : "."),
                      "unsupported_content_encoding");
+    }
   }
   const size_t n_len = req.get_header_value_count("Content-Length");
   const size_t n_te = req.get_header_value_count("Transfer-Encoding");

@@ -394,14 +394,17 @@ void HttpServer::Impl::setup_api_routes() {
         return;
       }
       if (!whole) {  // the body stopped short (the client closed, or the read timed out): never run a part
-        send_error(res, bad_request("The request body could not be read in full (" + std::to_string(body.size()) +
-                                    " bytes read): it stopped short of its length before the connection closed or the " +
-                                    std::to_string(static_cast<int>(kReadTimeoutSec)) +
-                                    " s read timeout, or its chunked framing was malformed or carried trailer fields, "
-                                    "which this server does not take" +
-                                    (req.has_header("Content-Encoding")
-                                         ? ", or its " + req.get_header_value("Content-Encoding") + " coding could not be decoded."
-                                         : std::string("."))));
+        const std::string coding = req.get_header_value("Content-Encoding");
+        if (coding == "gzip" || coding == "deflate")  // (identity: nothing to decode)
+          send_error(res, bad_request("The request body's " + coding + " coding could not be decoded (" +
+                                      std::to_string(body.size()) + " bytes decoded before the error), or the body " +
+                                      "stopped short of its length."));
+        else
+          send_error(res, bad_request("The request body could not be read in full (" + std::to_string(body.size()) +
+                                      " bytes read): it stopped short of its length before the connection closed or the " +
+                                      std::to_string(static_cast<int>(kReadTimeoutSec)) +
+                                      " s read timeout, or its chunked framing was malformed or carried trailer fields, "
+                                      "which this server does not take."));
         close_connection_after_response(res);
         return;
       }

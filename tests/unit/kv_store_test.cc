@@ -128,6 +128,23 @@ TEST(DiskStore, BoundedLruAndRestore) {
   fs::remove_all(dir);
 }
 
+TEST(DiskStore, ABlockWhoseFileWasRemovedIsWrittenAgain) {
+  // put() skipped a key its index held even when the file was gone (rm of the directory's
+  // files): the tier never refilled and its gauges counted blocks it did not have.
+  const std::string dir = temp_dir("gone");
+  auto st = DiskKvStore::open(dir, 1 << 20, true);
+  ASSERT_TRUE(st.ok()) << st.error();
+  ASSERT_TRUE(st.value()->put(nth_key(0), std::string(100, 'a')).ok());
+  const fs::path f = fs::path(dir) / (pdserve::to_hex(nth_key(0)) + ".kvb");
+  ASSERT_TRUE(fs::exists(f));
+  fs::remove(f);
+  ASSERT_TRUE(st.value()->put(nth_key(0), std::string(100, 'a')).ok());
+  EXPECT_TRUE(fs::exists(f));
+  EXPECT_EQ(st.value()->num_blocks(), 1);
+  EXPECT_EQ(st.value()->num_bytes(), 100);
+  fs::remove_all(dir);
+}
+
 TEST(DiskStore, UnwritableDirIsAOneLineError) {
   auto st = DiskKvStore::open("/proc/pdserve-no-such-dir", 1 << 20, true);
   ASSERT_FALSE(st.ok());

@@ -212,6 +212,14 @@ TEST(ModelQuantize, AFileQuantisedOntoItselfEqualsOneWrittenElsewhere) {
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
   EXPECT_EQ(slurp(a), slurp(b));
+  // Onto a symlink: the target is replaced and the link stays a link.
+  const std::string link = tmp("pdserve-test-link.gguf");
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(b, link);
+  ASSERT_TRUE(model::quantize_file(a, link, "Q4_0").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_NE(slurp(b), slurp(a));  // b now holds the Q4_0 file
+  std::filesystem::remove(link);
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     EXPECT_EQ(e.path().string().find("pdserve-test-self.gguf.tmp"), std::string::npos) << e.path();
   std::filesystem::remove(a);
