@@ -110,10 +110,7 @@ void DiskKvStore::restore() {
 void DiskKvStore::evict_locked(std::vector<std::string>& unlink) {
   while (total_bytes_ > max_bytes_ && !lru_.empty()) {
     const std::string hex = lru_.front();
-    lru_.pop_front();
-    auto it = index_.find(hex);
-    total_bytes_ -= it->second.bytes;
-    index_.erase(it);
+    drop_locked(hex);
     unlink.push_back(path_of(hex));
   }
 }
@@ -142,12 +139,10 @@ Status DiskKvStore::put(const BlockKey& key, const std::string& value) {
   std::string tmp;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (auto it = index_.find(hex); it != index_.end()) {
+    if (index_.count(hex)) {
       struct stat st {};
       if (::stat(path_of(hex).c_str(), &st) == 0) return Status::Ok();  // same key, same content
-      total_bytes_ -= it->second.bytes;  // its file was removed behind our back: write it again
-      lru_.erase(it->second.lru);
-      index_.erase(it);
+      drop_locked(hex);  // its file was removed behind our back: write it again
     }
     tmp = dir_ + "/.tmp" + std::to_string(tmp_seq_++);
   }
@@ -175,13 +170,17 @@ void DiskKvStore::forget(const BlockKey& key) {
   const std::string hex = pdserve::to_hex(key);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = index_.find(hex);
-    if (it == index_.end()) return;
-    total_bytes_ -= it->second.bytes;
-    lru_.erase(it->second.lru);
-    index_.erase(it);
+    if (!index_.count(hex)) return;
+    drop_locked(hex);
   }
   ::unlink(path_of(hex).c_str());
+}
+
+void DiskKvStore::drop_locked(const std::string& hex) {
+  auto it = index_.find(hex);
+  total_bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
 }
 
 bool DiskKvStore::has_local(const BlockKey& key) const {

@@ -41,6 +41,9 @@ class DiskKvStore final : public KvStore {
   std::string path_of(const std::string& hex) const { return dir_ + "/" + hex + ".kvb"; }
   /// Evicts LRU files until the total fits (under mu_); returns the paths to unlink.
   void evict_locked(std::vector<std::string>& unlink);
+  /// Removes index entry `hex` (present) from the index, the LRU list and the byte count.
+  /// Caller holds mu_; the file is the caller's to unlink.
+  void drop_locked(const std::string& hex);
 
   struct Entry {
     int64_t bytes;
