@@ -1,5 +1,7 @@
 #include "disagg/proto_convert.h"
 
+#include "tokenizer/tokenizer.h"
+
 namespace pdserve::disagg {
 
 void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
@@ -89,6 +91,8 @@ void fill_health(const engine::Engine& engine, const char* role, HealthResponse*
   out->set_role(role);
   out->set_model_name(engine.model_name());
   out->set_context_length(engine.context_length());
+  out->set_vocab_fingerprint(engine.tokenizer().fingerprint());
+  out->set_weights_fingerprint(engine.weights_fingerprint());
 }
 
 void fill_load(const engine::Engine& engine, LoadResponse* out) {

@@ -41,6 +41,7 @@ Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
   if (!file.ok()) return file.status();
   auto tok = tokenizer::Tokenizer::from_gguf(*file.value());
   if (!tok.ok()) return tok.status().annotate(cfg.model_path);
+  cfg.weights_fingerprint = file.value()->tensors().empty() ? std::string() : gguf::weights_fingerprint(*file.value());
   int gguf_ctx = 0;
   if (auto mc = model::ModelConfig::from_gguf(*file.value()); mc.ok()) gguf_ctx = mc.value().n_ctx;
   auto policy = make_routing_policy(cfg.policy);
@@ -77,8 +78,8 @@ Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
 RouterEngine::RouterEngine(RouterConfig cfg, std::unique_ptr<tokenizer::Tokenizer> tok,
                            std::unique_ptr<RoutingPolicy> policy)
     : cfg_(std::move(cfg)), tok_(std::move(tok)), policy_(std::move(policy)), model_name_(cfg_.model_name) {
-  for (const auto& a : cfg_.decode) workers_.push_back(std::make_unique<WorkerClient>(a, false));
-  for (const auto& a : cfg_.decode_long) workers_.push_back(std::make_unique<WorkerClient>(a, true));
+  for (const auto& a : cfg_.decode) workers_.push_back(std::make_unique<WorkerClient>(a, false, false, expected_model()));
+  for (const auto& a : cfg_.decode_long) workers_.push_back(std::make_unique<WorkerClient>(a, true, false, expected_model()));
   configured_max_attempts_ = cfg_.limits.max_attempts;
   if (cfg_.limits.max_attempts <= 0) cfg_.limits.max_attempts = 2 * static_cast<int>(workers_.size()) + 2;
   std::vector<WorkerClient*> ws;
@@ -109,7 +110,7 @@ void RouterEngine::set_decode_peers(const std::vector<std::string>& addrs) {
       if ((*it)->discovered()) (*it)->set_removed(false);
       continue;
     }
-    workers_.push_back(std::make_unique<WorkerClient>(a, false, true));
+    workers_.push_back(std::make_unique<WorkerClient>(a, false, true, expected_model()));
     PDS_LOG_INFO("decode worker {} joined (discovery)", a);
     health_->add(workers_.back().get());
   }
@@ -124,9 +125,14 @@ void RouterEngine::set_decode_peers(const std::vector<std::string>& addrs) {
 }
 
 std::string RouterEngine::not_ready_reason() const {
-  for (WorkerClient* w : workers())
+  std::string why;
+  for (WorkerClient* w : workers()) {
     if (w->healthy()) return {};
-  return "no healthy decode worker";
+    const WorkerSnapshot s = w->snapshot();
+    if (why.empty() && !w->removed() && !s.last_error.empty())
+      why = s.last_error.rfind(s.address, 0) == 0 ? s.last_error : s.address + ": " + s.last_error;
+  }
+  return "no healthy decode worker" + (why.empty() ? std::string() : " (" + why + ")");
 }
 
 bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) const {

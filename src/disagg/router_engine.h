@@ -28,6 +28,9 @@ namespace pdserve::disagg {
 
 struct RouterConfig {
   std::string model_path;                 // GGUF whose vocabulary is loaded (weights unused)
+  // gguf::weights_fingerprint of model_path (create() sets it; "" for a file without
+  // tensors): decode workers must serve these weights and the file's vocabulary.
+  std::string weights_fingerprint;
   std::string model_name;                 // "" ⇒ the workers' name (else the file stem)
   std::vector<std::string> decode;        // HOST:PORT of the decode workers
   std::vector<std::string> decode_long;   // the long-prompt group (policy "length")
@@ -66,7 +69,8 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   /// The router's own request metrics plus the workers' gauges (healthy workers) and
   /// prefix-cache / preemption counters (each worker's last report).
   engine::MetricsSnapshot metrics() const override;
-  /// "no healthy decode worker" while no worker answers its health checks.
+  /// "no healthy decode worker" while no worker answers its health checks, followed by the
+  /// first worker's last error (e.g. that it serves another model).
   std::string not_ready_reason() const override;
   void shutdown() override;
 
@@ -82,6 +86,7 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
  private:
   struct Group;  // the choices of one submit_group, for the metrics
 
+  ExpectedModel expected_model() const { return {tok_->fingerprint(), cfg_.weights_fingerprint}; }
   std::vector<WorkerClient*> candidates(const std::vector<int32_t>& prompt,
                                         const std::vector<WorkerClient*>& failed) override;
   bool shutting_down() const override { return stopping_.load(); }

@@ -42,8 +42,19 @@ std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-WorkerClient::WorkerClient(std::string address, bool long_group, bool discovered)
-    : address_(std::move(address)), long_group_(long_group), discovered_(discovered), channel_(make_worker_channel(address_)),
+std::string ExpectedModel::mismatch(const std::string& vocab, const std::string& weights) const {
+  if (!vocab_fingerprint.empty() && !vocab.empty() && vocab != vocab_fingerprint)
+    return "serves another vocabulary (" + vocab + ") than the router's model file (" + vocab_fingerprint +
+           "): its token ids would be read as other text";
+  if (!weights_fingerprint.empty() && !weights.empty() && weights != weights_fingerprint)
+    return "serves other weights (" + weights + ") than the router's model file (" + weights_fingerprint +
+           "; another quant of the same model counts): start the router with the workers' model file";
+  return {};
+}
+
+WorkerClient::WorkerClient(std::string address, bool long_group, bool discovered, ExpectedModel expected)
+    : address_(std::move(address)), long_group_(long_group), discovered_(discovered), expected_(std::move(expected)),
+      channel_(make_worker_channel(address_)),
       stub_(DecodeService::NewStub(channel_)) {
   snap_.address = address_;
 }
@@ -67,6 +78,17 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
   draining_.store(false);
   if (!health.ok() || health.role() != "decode") {
     set_failure(health.ok() ? "role is '" + health.role() + "', not 'decode'" : "worker reports not ok", true);
+    return false;
+  }
+  if (std::string why = expected_.mismatch(health.vocab_fingerprint(), health.weights_fingerprint()); !why.empty()) {
+    bool first;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      first = why != logged_mismatch_;
+      logged_mismatch_ = why;
+    }
+    if (first) PDS_LOG_ERROR("decode worker {} is not used: it {}", address_, why);
+    set_failure(why, true);
     return false;
   }
   LoadResponse load;

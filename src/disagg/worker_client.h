@@ -28,6 +28,18 @@ Result<std::vector<std::string>> parse_address_list(const std::string& list);
 /// restarted worker is usable again within about a second.
 std::shared_ptr<grpc::Channel> make_worker_channel(const std::string& address);
 
+/// The model a router's decode workers must serve, as their Health reports it: the
+/// vocabulary of the router's model file (the router tokenizes prompts and detokenizes
+/// output, so a worker whose ids mean other text would answer garbage) and its weights (a
+/// stream resumed on another worker continues the same model). "" = not checked (a router
+/// file without tensors has no weights to compare; an older worker reports neither).
+struct ExpectedModel {
+  std::string vocab_fingerprint;
+  std::string weights_fingerprint;
+  /// "" when a worker reporting `vocab` and `weights` serves this model, else why not.
+  std::string mismatch(const std::string& vocab, const std::string& weights) const;
+};
+
 /// What the last successful Health and Load calls said.
 struct WorkerSnapshot {
   std::string address;
@@ -44,7 +56,8 @@ struct WorkerSnapshot {
 class WorkerClient {
  public:
   /// `discovered`: found through --discovery (removed again when it leaves), not a static flag.
-  WorkerClient(std::string address, bool long_group, bool discovered = false);
+  /// A worker whose Health names another model than `expected` is never healthy.
+  WorkerClient(std::string address, bool long_group, bool discovered = false, ExpectedModel expected = {});
   const std::string& address() const { return address_; }
   bool long_group() const { return long_group_; }
   DecodeService::Stub& stub() { return *stub_; }
@@ -85,6 +98,7 @@ class WorkerClient {
   const std::string address_;
   const bool long_group_;
   const bool discovered_;
+  const ExpectedModel expected_;
   std::atomic<bool> removed_{false}, draining_{false};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<DecodeService::Stub> stub_;
@@ -92,6 +106,7 @@ class WorkerClient {
   std::atomic<int> failures_{0};
   std::atomic<int64_t> routed_since_load_{0};
   mutable std::mutex mu_;
+  std::string logged_mismatch_;  // the last model mismatch logged (guarded by mu_)
   WorkerSnapshot snap_;  // guarded by mu_ (healthy/consecutive_failures mirrored from the atomics)
 };
 

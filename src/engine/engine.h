@@ -152,6 +152,9 @@ class Engine {
   virtual MetricsSnapshot metrics() const;
   /// The KV cache layout (for KV transfer handshakes); empty for engines without a cache.
   virtual KvLayout kv_layout() const { return {}; }
+  /// gguf::weights_fingerprint of the model served (16 hex digits); "" for engines that run
+  /// no model (the router).
+  virtual std::string weights_fingerprint() const { return {}; }
   /// The engine's recent steps with seq > `since`, oldest first (engine/step_timings.h);
   /// empty for engines that run no model (the router).
   virtual std::vector<StepSample> recent_steps(uint64_t since) const {

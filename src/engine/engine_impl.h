@@ -84,6 +84,7 @@ class EngineImpl final : public Engine {
   MetricsSnapshot metrics() const override;
   void shutdown() override;
   KvLayout kv_layout() const override { return blocks_.layout(); }
+  std::string weights_fingerprint() const override { return model_->weights_fingerprint(); }
   std::vector<StepSample> recent_steps(uint64_t since) const override { return step_timings_.since(since); }
   std::string kv_budget_error(int kv_budget) const override;
 

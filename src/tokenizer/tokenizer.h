@@ -64,6 +64,13 @@ struct Vocab {
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
 };
 
+/// A short fingerprint of what a vocabulary means (16 hex digits): SHA-256 over the model and
+/// pre-tokenizer names, every token's text, score and type, the merges, the special ids and
+/// the add_bos / add_eos / add_space_prefix flags — everything that maps text to ids and ids
+/// to text. Two processes agree on every token id exactly when their fingerprints agree
+/// (the chat template is not part of it: it does not change what an id means).
+std::string vocab_fingerprint(const Vocab& v);
+
 /// Encodes text to token ids and token ids to bytes. Thread-safe (const).
 class Tokenizer {
  public:
@@ -99,14 +106,17 @@ class Tokenizer {
   bool is_eog(int32_t id) const;
 
   const Vocab& vocab() const { return vocab_; }
+  /// vocab_fingerprint(vocab()), computed once at construction.
+  const std::string& fingerprint() const { return fingerprint_; }
 
  protected:
-  explicit Tokenizer(Vocab v) : vocab_(std::move(v)) {}
+  explicit Tokenizer(Vocab v) : vocab_(std::move(v)), fingerprint_(vocab_fingerprint(vocab_)) {}
   /// Fills the token_to_piece table: NORMAL tokens through `normal_piece(text)` (the
   /// model's own rule: SPM "▁" → ' ', BPE byte-level decoding), USER_DEFINED → their text,
   /// BYTE <0xNN> → that byte (llama.cpp token_to_byte), everything else → "".
   void build_pieces(const std::function<std::string(const std::string&)>& normal_piece);
   Vocab vocab_;
+  std::string fingerprint_;
   std::vector<std::string> pieces_;  // token_to_piece table
 };
 

@@ -1,6 +1,7 @@
 // Vocab::from_gguf: reads the `tokenizer.ggml.*` metadata the way llama.cpp's
 // llama_vocab::impl::load does (defaults per tokenizer model, special-id range checks).
 #include "base/log.h"
+#include "base/sha256.h"
 #include "tokenizer/bpe_pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_special.h"
@@ -111,6 +112,32 @@ void read_special_ids(const gguf::GgufFile& f, Vocab& v, const BpePreConfig* bpe
 int32_t Vocab::find(std::string_view text) const {
   auto it = token_to_id.find(std::string(text));
   return it == token_to_id.end() ? -1 : it->second;
+}
+
+std::string vocab_fingerprint(const Vocab& v) {
+  Sha256 h;
+  auto field = [&h](std::string_view s) {  // length-prefixed, so fields cannot run together
+    const uint64_t n = s.size();
+    h.update(&n, sizeof n);
+    h.update(s);
+  };
+  field(v.model);
+  field(v.pre);
+  const uint64_t counts[3] = {v.tokens.size(), v.scores.size(), v.merges.size()};
+  h.update(counts, sizeof counts);
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    field(v.tokens[i]);
+    const float score = i < v.scores.size() ? v.scores[i] : 0.0f;
+    const int32_t type = i < v.types.size() ? static_cast<int32_t>(v.types[i]) : -1;
+    h.update(&score, sizeof score);
+    h.update(&type, sizeof type);
+  }
+  for (const std::string& m : v.merges) field(m);
+  const int32_t ids[5] = {v.bos_id, v.eos_id, v.unk_id, v.pad_id, v.eot_id};
+  h.update(ids, sizeof ids);
+  const uint8_t flags[3] = {v.add_bos, v.add_eos, v.add_space_prefix};
+  h.update(flags, sizeof flags);
+  return to_hex(h.digest()).substr(0, 16);
 }
 
 Result<Vocab> Vocab::from_gguf(const gguf::GgufFile& f) {

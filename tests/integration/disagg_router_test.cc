@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <string>
@@ -18,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cluster.h"
+#include "support/pd_node.h"
 #include "support/ports.h"
+#include "support/prometheus.h"
 #include "support/server_process.h"
 #include "support/wait.h"
 
@@ -401,6 +404,81 @@ TEST(DisaggRouterReconnect, DecodeWorkerStartedAfterTheRouterIsUsedWithinSeconds
   EXPECT_EQ(r["usage"]["completion_tokens"].get<int>(), 8);
   router.stop(std::chrono::milliseconds(5000));
   std::remove("/tmp/pdserve-test-router-late-worker.log");
+}
+
+/// A decode worker (no prefill worker) on `model`, started without waiting.
+std::unique_ptr<testing::PdNode> decode_on(const std::string& model) {
+  testing::PdNode::Options o;
+  o.role = "decode";
+  o.model = model;
+  return std::make_unique<testing::PdNode>(o);
+}
+
+/// A router on `model` in front of `workers` (round robin), started without waiting.
+std::unique_ptr<testing::PdNode> router_on(const std::string& model, const std::vector<testing::PdNode*>& workers) {
+  std::string list;
+  for (auto* w : workers) list += (list.empty() ? "" : ",") + w->address();
+  testing::PdNode::Options o;
+  o.role = "router";
+  o.model = model;
+  o.args = {"--decode", list, "--policy", "round_robin", "--health-interval-ms", "100"};
+  return std::make_unique<testing::PdNode>(o);
+}
+
+double prompt_tokens(testing::PdNode& worker) {
+  return testing::sum_samples(testing::parse_prometheus_text(worker.metrics_text()), "pdserve_prompt_tokens_total");
+}
+
+// The router tokenizes and detokenizes with its own model file, so a decode worker whose
+// vocabulary differs answers with ids that read as other text, and one with other weights
+// (another quant of the model) continues a resumed stream with another model. Such a
+// worker is never used: every request goes to the workers of the router's model, and a
+// router with no other worker is not ready and says why.
+TEST(DisaggRouterModel, DecodeWorkersOfAnotherModelAreNotUsed) {
+  const std::string q4 = "../shared/models/synth-llama-small-q4_0.gguf";
+  const std::string q8 = "../shared/models/synth-llama-small-q8_0.gguf";
+  auto stories = decode_on(testing::kStoriesModel), synth_q4 = decode_on(q4), synth_q8 = decode_on(q8);
+  for (auto* w : {stories.get(), synth_q4.get(), synth_q8.get()}) ASSERT_TRUE(w->start(false)) << w->error();
+  for (auto* w : {stories.get(), synth_q4.get(), synth_q8.get()})
+    ASSERT_TRUE(w->wait_healthy(std::chrono::seconds(60))) << w->log();
+  // Started first: it waits its 10 s for a worker of its model before it opens its port.
+  auto lonely = router_on(q8, {synth_q4.get()});
+  ASSERT_TRUE(lonely->start(false)) << lonely->error();
+  auto by_vocab = router_on(testing::kStoriesModel, {stories.get(), synth_q4.get()});
+  auto by_weights = router_on(q4, {synth_q4.get(), synth_q8.get()});
+  for (auto* r : {by_vocab.get(), by_weights.get()}) ASSERT_TRUE(r->start()) << r->error();
+
+  struct Case {
+    testing::PdNode* router;
+    testing::PdNode* used;
+    testing::PdNode* unused;
+    const char* why;
+  };
+  for (const Case& c : {Case{by_vocab.get(), stories.get(), synth_q4.get(), "another vocabulary"},
+                        Case{by_weights.get(), synth_q4.get(), synth_q8.get(), "other weights"}}) {
+    SCOPED_TRACE(c.why);
+    const double used0 = prompt_tokens(*c.used), unused0 = prompt_tokens(*c.unused);
+    for (int i = 0; i < 4; ++i) {  // round robin would send every other request to the other worker
+      const json r = post(c.router->port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}});
+      EXPECT_EQ(r["usage"]["completion_tokens"].get<int>(), 4);
+    }
+    EXPECT_GT(prompt_tokens(*c.used), used0);
+    EXPECT_EQ(prompt_tokens(*c.unused), unused0) << "a worker of another model was used";
+    std::map<std::string, double> up;
+    for (const auto& smp : testing::parse_prometheus_text(c.router->metrics_text()))
+      if (smp.name == "pdserve_router_decode_worker_up")
+        if (auto a = smp.label("address")) up[*a] = smp.value;
+    EXPECT_EQ(up[c.used->address()], 1);
+    EXPECT_EQ(up[c.unused->address()], 0);
+    EXPECT_NE(c.router->log().find(c.why), std::string::npos) << c.router->log();
+  }
+
+  std::string body;
+  ASSERT_TRUE(testing::wait_until([&] { return lonely->health_status(&body) != -1; }, std::chrono::seconds(30)))
+      << lonely->log();
+  EXPECT_EQ(lonely->health_status(&body), 503);
+  EXPECT_NE(body.find("other weights"), std::string::npos) << body;
+  post(lonely->port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}}, 503);
 }
 
 }  // namespace

@@ -598,7 +598,11 @@ TEST_F(RouterEngineTest, NoReachableWorkerIsAnError) {
   auto s = router->submit(prompt("x"), greedy(3));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("no decode worker"), std::string::npos) << s.error();
-  EXPECT_EQ(router->not_ready_reason(), "no healthy decode worker") << "/health must answer 503";
+  // /health answers 503 with the reason, and names the worker and its last error.
+  const std::string why = router->not_ready_reason();
+  const std::string addr = router->workers()[0]->address();
+  EXPECT_EQ(why.rfind("no healthy decode worker (" + addr + ": ", 0), 0u) << why;
+  EXPECT_EQ(why.find(addr + ": " + addr), std::string::npos) << why;
 }
 
 TEST_F(RouterEngineTest, ClientAbortCancelsTheWorkersRequest) {

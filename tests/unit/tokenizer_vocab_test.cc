@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <unistd.h>
 
@@ -222,6 +223,53 @@ TEST(TokenizerVocab, SmallSpmEncode) {
   EXPECT_EQ(tok.token_to_piece(10), "<|x|>");
   EXPECT_EQ(tok.token_to_piece(6), " a");
   EXPECT_EQ(tok.token_to_piece(9), "A");
+}
+
+/// vocab_fingerprint of a model file's vocabulary.
+std::string fingerprint_of(const std::string& path) {
+  auto f = gguf::GgufFile::open(path);
+  EXPECT_TRUE(f.ok()) << f.error();
+  if (!f.ok()) return {};
+  auto t = Tokenizer::from_gguf(**f);
+  EXPECT_TRUE(t.ok()) << t.error();
+  return t.ok() ? t.value()->fingerprint() : std::string();
+}
+
+// The router serves only through decode workers whose fingerprint equals its own file's:
+// files with one vocabulary must agree whatever their weights, and any change to what an
+// id means (a piece, a score, a type, a merge, a special id, a flag) must not.
+TEST(TokenizerVocab, FingerprintNamesWhatIdsMean) {
+  const std::string q4 = fingerprint_of("../shared/models/synth-llama-small-q4_0.gguf");
+  EXPECT_EQ(q4.size(), 16u);
+  EXPECT_EQ(q4, fingerprint_of("../shared/models/synth-llama-small-q8_0.gguf")) << "same vocabulary, other weights";
+  EXPECT_NE(q4, fingerprint_of("../shared/models/stories260K.gguf"));
+  EXPECT_NE(q4, fingerprint_of("../shared/models/synth-qwen2-small-q8_0.gguf"));
+
+  auto base = Vocab::from_gguf(TempGguf(spm_writer()).file());
+  ASSERT_TRUE(base.ok()) << base.error();
+  const std::string fp = vocab_fingerprint(*base);
+  EXPECT_EQ(fp, vocab_fingerprint(*base));
+  std::vector<std::function<void(Vocab&)>> edits = {
+      [](Vocab& v) { v.tokens[4] = "c"; },
+      [](Vocab& v) { v.scores[7] = -4.5f; },
+      [](Vocab& v) { v.types[10] = TokenType::CONTROL; },
+      [](Vocab& v) { v.tokens.push_back("x"); },
+      [](Vocab& v) { v.merges.push_back("a b"); },
+      [](Vocab& v) { v.eos_id = 1; },
+      [](Vocab& v) { v.add_bos = !v.add_bos; },
+      [](Vocab& v) { v.add_space_prefix = !v.add_space_prefix; },
+      [](Vocab& v) { v.pre = "llama3"; },
+      // Fields do not run together: "ab" + "" differs from "a" + "b".
+      [](Vocab& v) { v.tokens[7] = "a"; v.tokens[8] = "bba"; },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    Vocab v = *base;
+    edits[i](v);
+    EXPECT_NE(vocab_fingerprint(v), fp) << "edit " << i;
+  }
+  Vocab templ = *base;
+  templ.chat_template = "{{ messages }}";
+  EXPECT_EQ(vocab_fingerprint(templ), fp) << "the chat template does not change what an id means";
 }
 
 }  // namespace
