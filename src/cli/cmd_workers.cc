@@ -24,6 +24,7 @@
 #include "disagg/kv_codec.h"
 #include "disagg/prefill_client.h"
 #include "disagg/prefill_service.h"
+#include "disagg/worker_client.h"
 #include "server/http_server.h"
 
 namespace pdserve::cli {
@@ -228,7 +229,14 @@ int run_decode(WorkerArgs& a) {
   }
   disagg::set_grpc_tuning(a.grpc);
   disagg::KvSourceConfig kc;
-  kc.prefill_addrs = a.prefill;
+  for (const auto& item : a.prefill) {
+    auto parsed = disagg::parse_address_list(item);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "error: --prefill: %s\n", parsed.error().c_str());
+      return 2;
+    }
+    kc.prefill_addrs.insert(kc.prefill_addrs.end(), parsed.value().begin(), parsed.value().end());
+  }
   kc.transfer_timeout_s = a.kv_transfer_timeout;
   Status s = a.kv_compression == "auto" ? Status::Ok() : disagg::parse_codec(a.kv_compression, kc.codec, kc.zstd_level);
   if (a.kv_compression == "auto") kc.codec = "auto";
@@ -239,7 +247,7 @@ int run_decode(WorkerArgs& a) {
   a.engine.transfer_metrics = std::make_shared<engine::TransferMetrics>();
   std::shared_ptr<disagg::GrpcKvSource> source;
   const bool discover = disc.value().kind != disagg::DiscoveryUrl::Kind::None;
-  if (!a.prefill.empty() || discover) {
+  if (!kc.prefill_addrs.empty() || discover) {
     source = std::make_shared<disagg::GrpcKvSource>(kc, a.engine.transfer_metrics);
     a.engine.kv_source = source;
   } else {

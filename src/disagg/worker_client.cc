@@ -17,6 +17,8 @@ Result<std::vector<std::string>> parse_address_list(const std::string& list) {
       return Status::InvalidArgument("'" + item + "' is not HOST:PORT");
     for (size_t i = colon + 1; i < item.size(); ++i)
       if (!std::isdigit(static_cast<unsigned char>(item[i]))) return Status::InvalidArgument("'" + item + "' has no numeric port");
+    if (item.size() - colon - 1 > 5 || std::stoi(item.substr(colon + 1)) < 1 || std::stoi(item.substr(colon + 1)) > 65535)
+      return Status::InvalidArgument("'" + item + "': the port must be 1 to 65535");
     out.push_back(item);
     item.clear();
     return Status::Ok();

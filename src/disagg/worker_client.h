@@ -21,7 +21,7 @@
 namespace pdserve::disagg {
 
 /// Parses "host:port[,host:port...]" (spaces and empty items ignored); error for an item
-/// without a numeric port.
+/// without a host or a numeric port of 1 to 65535.
 Result<std::vector<std::string>> parse_address_list(const std::string& list);
 
 /// An insecure channel to `address` that reconnects quickly (≤ 1 s backoff), so a

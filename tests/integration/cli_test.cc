@@ -217,6 +217,22 @@ TEST(Cli, UsageErrorsAreOneLineWithExitCodeTwo) {
   }
 }
 
+TEST(Cli, WorkerAddressesAreCheckedAtStart) {
+  // A decode worker took any --prefill text and retried it for ever ("nonsense", port 0 or
+  // 99999), serving every prompt locally without a word; the router refused only some.
+  const std::string model = " --model ../shared/models/stories260K.gguf";
+  const std::string ports = " --port " + std::to_string(testing::free_port()) + " --metrics-port " + std::to_string(testing::free_port());
+  for (const std::string bad : {"nonsense", "host:0", "127.0.0.1:99999", ":8080"}) {
+    RunResult r = run("decode" + model + ports + " --prefill " + bad, 60);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: --prefill: '" + bad + "'", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    r = run("router" + model + " --port " + std::to_string(testing::free_port()) + " --decode " + bad, 60);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: --decode: '" + bad + "'", 0), 0u) << r.err;
+  }
+}
+
 // A KV dtype whose 32-value blocks do not fit the model's head_dim (stories260K: 8) is
 // refused at start, in one line naming both.
 TEST(Cli, KvDtypeThatDoesNotFitTheHeadDimIsRefused) {

@@ -261,6 +261,11 @@ TEST(WorkerAddresses, ParsesCommaSeparatedLists) {
   EXPECT_FALSE(parse_address_list("localhost").ok());
   EXPECT_FALSE(parse_address_list("localhost:").ok());
   EXPECT_FALSE(parse_address_list("host:http").ok());
+  EXPECT_FALSE(parse_address_list("host:0").ok());
+  EXPECT_FALSE(parse_address_list("host:65536").ok());
+  EXPECT_FALSE(parse_address_list("host:99999999999999999999").ok()) << "no overflow";
+  EXPECT_TRUE(parse_address_list("host:65535").ok());
+  EXPECT_TRUE(parse_address_list("host:00080").ok());
 }
 
 }  // namespace
