@@ -15,7 +15,7 @@ namespace pdserve::cli {
 
 void add_router_command(CLI::App& app, RouterArgs& a) {
   CLI::App* cmd = app.add_subcommand("router", "route OpenAI API requests to decode workers (PD disaggregation)");
-  cmd->add_option("--model,-m", a.model, "GGUF file of the served model (its vocabulary is loaded; decode workers of another vocabulary or other weights are not used)")->required();
+  cmd->add_option("--model,-m", a.model, "GGUF file of the served model (its vocabulary is loaded; decode workers of another vocabulary or, unless the file has no tensors, other weights are not used)")->required();
   cmd->add_option("--model-name", a.model_name, "model id for /v1/models (default: the workers' name)");
   add_http_options(*cmd, a.http);
   cmd->add_option("--decode", a.decode, "decode workers HOST:PORT[,HOST:PORT...] (gRPC; or --discovery)");

@@ -7,6 +7,8 @@
 
 #include "base/log.h"
 #include "disagg/proto_convert.h"
+#include "disagg/worker_client.h"
+#include "tokenizer/tokenizer.h"
 #include "server/api_error.h"
 
 namespace pdserve::disagg {
@@ -35,6 +37,9 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
                                          grpc::ServerWriter<GenerateResponse>* writer) {
   DrainState::Call call(drain_);
   if (drain_ && drain_->draining()) return {grpc::StatusCode::UNAVAILABLE, "the decode worker is draining"};
+  const ExpectedModel expected{req->vocab_fingerprint(), req->weights_fingerprint()};
+  if (std::string why = expected.mismatch(engine_.tokenizer().fingerprint(), engine_.weights_fingerprint()); !why.empty())
+    return {grpc::StatusCode::FAILED_PRECONDITION, why};
   std::vector<int32_t> prompt(req->prompt_tokens().begin(), req->prompt_tokens().end());
   const int prompt_len = static_cast<int>(prompt.size());
   engine::RequestOptions opts;

@@ -74,7 +74,9 @@ Status refusal_status(const GenerateResponse& msg) {
 }
 
 RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, Status* error) {
-  const GenerateRequest request = make_request();
+  GenerateRequest request = make_request();
+  request.set_vocab_fingerprint(w->expected().vocab_fingerprint);
+  request.set_weights_fingerprint(w->expected().weights_fingerprint);
   auto ctx = std::make_unique<grpc::ClientContext>();
   auto reader = w->stub().Generate(ctx.get(), request);
   {
@@ -92,7 +94,8 @@ RoutedChoice::Opened RoutedChoice::start_call(WorkerClient* w, Status* error) {
     const grpc::Status st = close_call();
     *error = Status::Unavailable(w->address() + ": " +
                                  (st.ok() ? std::string("the call ended without an answer") : st.error_message()));
-    if (!stopping()) w->mark_failed(error->message());
+    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) w->mark_other_model(st.error_message());
+    else if (!stopping()) w->mark_failed(error->message());
     return Opened::Failed;
   }
   if (first.reject_status() != 0) {
@@ -132,7 +135,7 @@ RoutedChoice::Opened RoutedChoice::open_somewhere(Status* error) {
     }
     const std::vector<WorkerClient*> cands = host_.candidates(req_.prompt, failed_);
     if (cands.empty()) {
-      *error = Status::Unavailable("no decode workers are configured");
+      *error = Status::Unavailable("no decode worker can take requests (every one has left or serves another model)");
       return Opened::Failed;
     }
     WorkerClient* w = nullptr;

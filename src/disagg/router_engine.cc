@@ -61,7 +61,7 @@ Result<std::unique_ptr<RouterEngine>> RouterEngine::create(RouterConfig cfg) {
     });
   }
   if (!router->wait_for_healthy_worker(wait))
-    PDS_LOG_WARN("no decode worker answered within {} ms; serving anyway", wait.count());
+    PDS_LOG_WARN("no healthy decode worker within {} ms; serving anyway: {}", wait.count(), router->not_ready_reason());
   std::string worker_name;
   for (WorkerClient* w : router->workers()) {
     const WorkerSnapshot s = w->snapshot();
@@ -129,10 +129,11 @@ std::string RouterEngine::not_ready_reason() const {
   for (WorkerClient* w : workers()) {
     if (w->healthy()) return {};
     const WorkerSnapshot s = w->snapshot();
-    if (why.empty() && !w->removed() && !s.last_error.empty())
-      why = s.last_error.rfind(s.address, 0) == 0 ? s.last_error : s.address + ": " + s.last_error;
+    if (w->removed() || s.last_error.empty()) continue;
+    why += why.empty() ? " (" : "; ";
+    why += s.last_error.rfind(s.address, 0) == 0 ? s.last_error : s.address + ": " + s.last_error;
   }
-  return "no healthy decode worker" + (why.empty() ? std::string() : " (" + why + ")");
+  return "no healthy decode worker" + (why.empty() ? std::string() : why + ")");
 }
 
 bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) const {
@@ -149,7 +150,7 @@ std::vector<WorkerClient*> RouterEngine::candidates(const std::vector<int32_t>& 
                                                     const std::vector<WorkerClient*>& failed) {
   std::vector<WorkerClient*> all;
   for (WorkerClient* w : workers())
-    if (!w->removed()) all.push_back(w);
+    if (!w->removed() && !w->serves_other_model()) all.push_back(w);
   std::vector<WorkerView> views;
   views.reserve(all.size());
   for (WorkerClient* w : all) views.push_back(w->view());
@@ -159,7 +160,7 @@ std::vector<WorkerClient*> RouterEngine::candidates(const std::vector<int32_t>& 
     if (std::find(failed.begin(), failed.end(), w) == failed.end()) out.push_back(w);
   }
   for (WorkerClient* w : failed)
-    if (!w->removed()) out.push_back(w);
+    if (!w->removed() && !w->serves_other_model()) out.push_back(w);
   return out;
 }
 

@@ -69,8 +69,8 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
   /// The router's own request metrics plus the workers' gauges (healthy workers) and
   /// prefix-cache / preemption counters (each worker's last report).
   engine::MetricsSnapshot metrics() const override;
-  /// "no healthy decode worker" while no worker answers its health checks, followed by the
-  /// first worker's last error (e.g. that it serves another model).
+  /// "no healthy decode worker" while no worker answers its health checks, followed by each
+  /// worker's last error (e.g. that it serves another model).
   std::string not_ready_reason() const override;
   void shutdown() override;
 

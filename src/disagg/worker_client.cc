@@ -83,14 +83,7 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
     return false;
   }
   if (std::string why = expected_.mismatch(health.vocab_fingerprint(), health.weights_fingerprint()); !why.empty()) {
-    bool first;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      first = why != logged_mismatch_;
-      logged_mismatch_ = why;
-    }
-    if (first) PDS_LOG_ERROR("decode worker {} is not used: it {}", address_, why);
-    set_failure(why, true);
+    mark_other_model(why);
     return false;
   }
   LoadResponse load;
@@ -113,6 +106,8 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
     snap_.context_length = health.context_length();
     snap_.load = load;
     snap_.last_error.clear();
+    logged_mismatch_.clear();
+    other_model_.store(false);
     routed_since_load_.store(0);
     failures_.store(0);
     healthy_.store(true);
@@ -122,6 +117,18 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
 }
 
 void WorkerClient::mark_failed(const std::string& why) { set_failure(why, false); }
+
+void WorkerClient::mark_other_model(const std::string& why) {
+  other_model_.store(true);
+  bool first;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    first = why != logged_mismatch_;
+    logged_mismatch_ = why;
+  }
+  if (first) PDS_LOG_ERROR("decode worker {} is not used: it {}", address_, why);
+  set_failure(why, true);
+}
 
 void WorkerClient::set_failure(const std::string& why, bool count) {
   bool was_healthy;

@@ -67,6 +67,12 @@ class WorkerClient {
   bool check(std::chrono::milliseconds timeout);
   /// A call to the worker failed: unhealthy until a later check succeeds.
   void mark_failed(const std::string& why);
+  /// The worker serves another model than expected() (its Health, or a Generate it failed
+  /// with FAILED_PRECONDITION, said so): no candidate for any request until a check finds
+  /// the expected model again.
+  void mark_other_model(const std::string& why);
+  bool serves_other_model() const { return other_model_.load(); }
+  const ExpectedModel& expected() const { return expected_; }
   /// A request was routed here: counts as load until the next Load report.
   void note_routed() { routed_since_load_.fetch_add(1); }
 
@@ -103,10 +109,11 @@ class WorkerClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<DecodeService::Stub> stub_;
   std::atomic<bool> healthy_{false};
+  std::atomic<bool> other_model_{false};
   std::atomic<int> failures_{0};
   std::atomic<int64_t> routed_since_load_{0};
   mutable std::mutex mu_;
-  std::string logged_mismatch_;  // the last model mismatch logged (guarded by mu_)
+  std::string logged_mismatch_;  // the mismatch logged since the worker was last healthy (guarded by mu_)
   WorkerSnapshot snap_;  // guarded by mu_ (healthy/consecutive_failures mirrored from the atomics)
 };
 

@@ -161,8 +161,9 @@ class GgufWriter {
 
 /// A short fingerprint of a file's weights (16 hex digits): SHA-256 over every tensor's name,
 /// type and shape and 16 samples of 64 bytes spread over its data (first and last included),
-/// so that two files of the same architecture and shape but other weights (another quant
-/// type, a fine-tune) differ. Reads ~1 KiB a tensor. Call it before the data is re-laid out.
+/// tensors in name order, so that two files of the same architecture and shape but other
+/// weights (another quant type, a fine-tune) differ and the same tensors in another order
+/// agree. Reads ~1 KiB a tensor (no read-ahead). Call it before the data is re-laid out.
 std::string weights_fingerprint(const GgufFile& f);
 
 }  // namespace pdserve::gguf

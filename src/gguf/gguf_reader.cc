@@ -333,8 +333,24 @@ const TensorInfo* GgufFile::find_tensor(const std::string& name) const {
 }
 
 std::string weights_fingerprint(const GgufFile& f) {
+  // By name, so files that hold the same tensors in another order agree.
+  std::vector<const TensorInfo*> by_name;
+  for (const TensorInfo& t : f.tensors()) by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->name < b->name; });
+  // Only ~1 KiB a tensor is read: tell the kernel not to read ahead around each sample
+  // (a router, which needs no weights, would otherwise read the whole file from disk).
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (const TensorInfo* t : by_name) {
+    lo = std::min(lo, reinterpret_cast<uintptr_t>(t->data));
+    hi = std::max(hi, reinterpret_cast<uintptr_t>(t->data) + t->nbytes);
+  }
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  void* region = reinterpret_cast<void*>(lo & ~(page - 1));
+  const size_t region_bytes = hi > lo ? hi - (lo & ~(page - 1)) : 0;
+  if (region_bytes > 0) madvise(region, region_bytes, MADV_RANDOM);
   Sha256 h;
-  for (const TensorInfo& t : f.tensors()) {
+  for (const TensorInfo* tp : by_name) {
+    const TensorInfo& t = *tp;
     h.update(t.name);
     const int64_t head[2] = {static_cast<int64_t>(t.type), static_cast<int64_t>(t.dims.size())};
     h.update(head, sizeof head);
@@ -346,6 +362,7 @@ std::string weights_fingerprint(const GgufFile& f) {
     }
     for (uint64_t k = 0; k < kSamples; ++k) h.update(t.data + (t.nbytes - kSample) * k / (kSamples - 1), kSample);
   }
+  if (region_bytes > 0) madvise(region, region_bytes, MADV_NORMAL);
   return to_hex(h.digest()).substr(0, 16);
 }
 

@@ -473,6 +473,13 @@ TEST(DisaggRouterModel, DecodeWorkersOfAnotherModelAreNotUsed) {
     EXPECT_NE(c.router->log().find(c.why), std::string::npos) << c.router->log();
   }
 
+  // Its only worker of the right model gone, a router does not retry (or resume) on the
+  // other: 503, and the other worker sees nothing.
+  stories->kill();
+  const double q4_before = prompt_tokens(*synth_q4);
+  post(by_vocab->port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}}, 503);
+  EXPECT_EQ(prompt_tokens(*synth_q4), q4_before) << "a worker of another vocabulary was used for a retry";
+
   std::string body;
   ASSERT_TRUE(testing::wait_until([&] { return lonely->health_status(&body) != -1; }, std::chrono::seconds(30)))
       << lonely->log();

@@ -169,6 +169,8 @@ TEST_F(DecodeServiceTest, HealthAndLoad) {
     EXPECT_EQ(h.role(), "decode");
     EXPECT_EQ(h.model_name(), "fake-model");
     EXPECT_EQ(h.context_length(), 256);
+    EXPECT_EQ(h.vocab_fingerprint(), engine_.tokenizer().fingerprint());
+    EXPECT_EQ(h.vocab_fingerprint().size(), 16u);
   }
   grpc::ClientContext ctx;
   LoadResponse l;
@@ -176,6 +178,31 @@ TEST_F(DecodeServiceTest, HealthAndLoad) {
   EXPECT_EQ(l.kv_blocks_total(), 64);
   EXPECT_EQ(l.requests_running(), 0);
   EXPECT_EQ(l.kv_blocks_free(), 64);
+}
+
+// A worker restarted on another model between two of the router's health checks must not
+// continue its streams: each call names the model the router expects, and a worker of
+// another vocabulary fails it with FAILED_PRECONDITION before the engine sees it.
+TEST_F(DecodeServiceTest, ACallForAnotherModelFailsBeforeTheEngine) {
+  GenerateRequest r = request("hello");
+  r.set_vocab_fingerprint("0123456789abcdef");
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, r);
+    GenerateResponse m;
+    EXPECT_FALSE(reader->Read(&m)) << "no message, not even a refusal";
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("serves another vocabulary"), std::string::npos) << st.error_message();
+  }
+  r.set_vocab_fingerprint(engine_.tokenizer().fingerprint());
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, r);
+  std::string text;
+  GenerateResponse m;
+  while (reader->Read(&m)) text += m.text();
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(text, "hello") << "the model it serves is served";
 }
 
 }  // namespace

@@ -376,6 +376,18 @@ TEST(Gguf, WeightsFingerprintTellsFilesOfOneShapeApartAndIgnoresTheKernelLayout)
   ASSERT_TRUE(f.ok());
   const gguf::TensorInfo& t = f.value()->tensors().back();
   const std::string before = gguf::weights_fingerprint(*f.value());
+  // The same tensors written in reverse order agree (quantize writes its own order).
+  GgufWriter w;
+  for (const auto& [key, value] : f.value()->metadata()) w.set(key, value);
+  const auto& ts = f.value()->tensors();
+  for (auto it = ts.rbegin(); it != ts.rend(); ++it) w.add_tensor(it->name, it->dims, it->type, it->data, it->nbytes);
+  const std::string path = ::testing::TempDir() + "pds_fingerprint_reversed.gguf";
+  ASSERT_TRUE(w.write(path).ok());
+  auto reversed = gguf::GgufFile::open(path);
+  ASSERT_TRUE(reversed.ok()) << reversed.error();
+  EXPECT_EQ(reversed.value()->tensors().front().name, ts.back().name);
+  EXPECT_EQ(gguf::weights_fingerprint(*reversed.value()), before);
+  std::remove(path.c_str());
   const_cast<uint8_t*>(t.data)[(t.nbytes - 64) * 7 / 15 + 3] ^= 1;
   EXPECT_NE(gguf::weights_fingerprint(*f.value()), before);
 }
