@@ -1,7 +1,9 @@
 #include "server/metrics_text.h"
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -418,11 +420,17 @@ void HttpServer::Impl::setup_api_routes() {
   svr.Post("/apply-template", with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     generation.apply_template(body, res);
   }));
-  // CORS preflight for browser clients.
-  svr.Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+  // CORS preflight for browser clients: every header the client asks for is allowed (as
+  // llama.cpp's server and vLLM's default do): SDKs add their own (the openai package sends
+  // X-Stainless-*, OpenAI-Organization, OpenAI-Project), and "*" would not cover Authorization.
+  svr.Options(R"(.*)", [](const httplib::Request& req, httplib::Response& res) {
     res.status = 204;
     res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    const bool names_only = asked.size() <= 4096 && std::all_of(asked.begin(), asked.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ';
+    });
+    res.set_header("Access-Control-Allow-Headers", !asked.empty() && names_only ? asked : "Authorization, Content-Type");
     res.set_header("Access-Control-Max-Age", "86400");
   });
 }

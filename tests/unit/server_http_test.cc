@@ -190,6 +190,29 @@ TEST(ServerHttp, HealthAndModels) {
   expect_api_error(c.Get("/v1/models/other"), 404, "model", "does not exist");
 }
 
+// A browser's preflight for the openai package, which adds its own X-Stainless-* headers to
+// every request: each header asked for is allowed (only Authorization and Content-Type were,
+// so the browser refused the real request).
+TEST(ServerHttp, CorsPreflightAllowsTheHeadersTheClientAsksFor) {
+  TestServer s;
+  auto c = s.client();
+  const std::string asked = "authorization,content-type,openai-organization,x-stainless-os,x-stainless-retry-count";
+  auto pre = c.Options("/v1/chat/completions", {{"Origin", "http://localhost:3000"},
+                                                {"Access-Control-Request-Method", "POST"},
+                                                {"Access-Control-Request-Headers", asked}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), asked);
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  auto plain = c.Options("/v1/models");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->get_header_value("Access-Control-Allow-Headers"), "Authorization, Content-Type");
+  // Not a list of header names: not echoed.
+  auto odd = c.Options("/v1/models", {{"Access-Control-Request-Headers", "x-a;<script>"}});
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->get_header_value("Access-Control-Allow-Headers"), "Authorization, Content-Type");
+}
+
 // GET /engine/steps of an engine that runs no model (the router; the fake here has no KV
 // layout either): a 404 that says where the steps are, not an empty layout that
 // `pdserve calibrate` would then refuse with a confusing mismatch.
