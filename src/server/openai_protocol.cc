@@ -338,6 +338,27 @@ std::optional<ApiError> parse_prompt(const json& obj, std::vector<PromptInput>& 
   return std::nullopt;
 }
 
+/// echo, suffix and best_of ≠ n (legacy completions fields; vLLM also takes echo on chat)
+/// change the answer, so a request that sets them is refused rather than served without them.
+std::optional<ApiError> refuse_echo_suffix_best_of(const json& obj, const GenerationRequest& r) {
+  std::optional<bool> echo;
+  PDS_TRY(read_bool(obj, "echo", echo));
+  if (echo.value_or(false)) {
+    return unsupported("echo", "'echo' is not supported by this server; omit it or set it to false.");
+  }
+  std::optional<std::string> suffix;
+  PDS_TRY(read_string(obj, "suffix", suffix));
+  if (suffix && !suffix->empty()) {
+    return unsupported("suffix", "'suffix' is not supported by this server.");
+  }
+  std::optional<int64_t> best_of;
+  PDS_TRY(read_int(obj, "best_of", best_of));
+  if (best_of && *best_of != r.n) {
+    return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_completion_fields(const json& obj, GenerationRequest& r,
                                                 uint64_t max_grammar_states = kDefaultMaxGrammarStates) {
   r.endpoint = Endpoint::Completions;
@@ -360,21 +381,7 @@ std::optional<ApiError> parse_completion_fields(const json& obj, GenerationReque
     r.params.top_logprobs = static_cast<int>(*logprobs);
   }
 
-  std::optional<bool> echo;
-  PDS_TRY(read_bool(obj, "echo", echo));
-  if (echo.value_or(false)) {
-    return unsupported("echo", "'echo' is not supported by this server; omit it or set it to false.");
-  }
-  std::optional<std::string> suffix;
-  PDS_TRY(read_string(obj, "suffix", suffix));
-  if (suffix && !suffix->empty()) {
-    return unsupported("suffix", "'suffix' is not supported by this server.");
-  }
-  std::optional<int64_t> best_of;
-  PDS_TRY(read_int(obj, "best_of", best_of));
-  if (best_of && *best_of != r.n) {
-    return unsupported("best_of", "'best_of' is not supported by this server; omit it or set it to n.");
-  }
+  PDS_TRY(refuse_echo_suffix_best_of(obj, r));
   PDS_TRY(parse_structured_output(obj, r.params, &r.grammar_param, max_grammar_states));
   if (r.num_choices() > kMaxChoices) {
     return bad_request("Too many choices: the number of prompts times n must be at most " +
@@ -474,6 +481,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r,
   r.params.max_tokens = -1;
   PDS_TRY(parse_max_tokens(obj, "max_tokens", r.params.max_tokens));
   PDS_TRY(parse_max_tokens(obj, "max_completion_tokens", r.params.max_tokens));
+  PDS_TRY(refuse_echo_suffix_best_of(obj, r));
 
   std::optional<bool> logprobs;
   PDS_TRY(read_bool(obj, "logprobs", logprobs));

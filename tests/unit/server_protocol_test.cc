@@ -248,6 +248,12 @@ TEST(ServerProtocol, CompletionLogprobsEchoN) {
   expect_error(completion({{"prompt", "x"}, {"echo", true}}), "echo", "not supported");
   expect_error(completion({{"prompt", "x"}, {"suffix", "s"}}), "suffix", "not supported");
   expect_error(completion({{"prompt", "x"}, {"best_of", 3}}), "best_of", "not supported");
+  // Chat refuses them too (they were ignored there: a vLLM client asking chat to echo got
+  // another answer and no error); at their neutral values they pass.
+  expect_error(chat({{"messages", user_messages()}, {"echo", true}}), "echo", "not supported");
+  expect_error(chat({{"messages", user_messages()}, {"suffix", "s"}}), "suffix", "not supported");
+  expect_error(chat({{"messages", user_messages()}, {"best_of", 2}}), "best_of", "not supported");
+  EXPECT_TRUE(chat({{"messages", user_messages()}, {"echo", false}, {"suffix", ""}, {"best_of", 1}}).ok());
   expect_error(completion({{"prompt", "x"}, {"n", 0}}), "n", "between 1 and 16");
   expect_error(completion({{"prompt", "x"}, {"n", 17}}), "n", "between 1 and 16");
   json many = json::array();
