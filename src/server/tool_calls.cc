@@ -48,8 +48,15 @@ std::optional<ApiError> parse_tools(const json& obj, ToolConfig& out, uint64_t m
         if (out.tools[j]["function"]["name"] == f["name"]) return invalid(p + ".function.name", "duplicate function name.");
       if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
         return invalid(p + ".function.description", "expected a string.");
-      json params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : json{{"type", "object"}};
+      // Arguments are always a JSON object (OpenAI): no parameters (absent, null or {}) is an
+      // empty parameter list, so the arguments are "{}"; a schema without a type is an object's.
+      json params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : json::object();
       if (!params.is_object()) return invalid(p + ".function.parameters", "expected a JSON schema (an object).");
+      if (params.empty()) params = {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
+      if (!params.contains("type")) params["type"] = "object";
+      if (params["type"] != "object")
+        return invalid(p + ".function.parameters", "expected a schema of type 'object' (function arguments are an object), got type " +
+                                                       params["type"].dump() + ".");
       auto g = grammar::json_schema_rules(params, "x", max_grammar_states);
       if (g.code() == StatusCode::ResourceExhausted) return grammar_too_large(p + ".function.parameters", max_grammar_states);
       if (!g.ok()) return bad_request("Invalid '" + p + ".function.parameters': " + g.error() + ".", p + ".function.parameters",

@@ -172,7 +172,9 @@ TEST(ToolCallsTest, GrammarAllowsExactlyTheDeclaredCalls) {
   ASSERT_TRUE(req.ok()) << req.error->message;
   const std::string& g = req.request.params.grammar;  // auto: text or calls
   const std::string call_f = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 3}}\n</tool_call>";
-  const std::string call_g = "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"any\": [true]}}\n</tool_call>";
+  // g declares no parameters: an empty parameter list (OpenAI), so its arguments are {}.
+  const std::string call_g = "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"any\": [true]}}\n</tool_call>"));
   EXPECT_TRUE(accepts(g, call_f));
   EXPECT_TRUE(accepts(g, call_f + "\n" + call_g));
   EXPECT_TRUE(accepts(g, "Just text, <b>with</b> brackets later."));
@@ -193,6 +195,20 @@ TEST(ToolCallsTest, GrammarAllowsExactlyTheDeclaredCalls) {
   auto none = server::parse_chat_json(body);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none.request.params.grammar.empty());
+  // Arguments are an object: parameters {} are none (a random model wrote a bare number for
+  // them), a schema without a type is an object's, and another type is refused.
+  for (const json& params : {json::object(), json{{"properties", {{"x", {{"type", "integer"}}}}}}}) {
+    json b = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", params}}}}}},
+                        {"tool_choice", "required"}});
+    auto r = server::parse_chat_json(b);
+    ASSERT_TRUE(r.ok()) << r.error->message;
+    EXPECT_FALSE(accepts(r.request.params.grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": 8}\n</tool_call>"));
+    EXPECT_TRUE(accepts(r.request.params.grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));
+  }
+  json str = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "string"}}}}}}}}});
+  auto refused = server::parse_chat_json(str);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error->param.value_or(""), "tools[0].function.parameters");
   EXPECT_EQ(none.request.messages[0].role, "user");
 }
 
