@@ -1,5 +1,6 @@
 #include "server/tool_calls.h"
 
+#include "base/sha256.h"
 #include "grammar/json_schema_to_gbnf.h"
 #include "grammar/regex_to_gbnf.h"
 
@@ -218,6 +219,19 @@ bool partial_call(const std::string& s, const std::string& args_key, std::string
 
 }  // namespace
 
+namespace {
+/// `n` (≤ 32) characters of [0-9A-Za-z] from SHA-256 of `key`: unique per key in practice.
+std::string alphanumeric_id(const std::string& key, size_t n) {
+  static constexpr char kDigits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  Sha256 h;
+  h.update(key);
+  const Sha256Digest d = h.digest();
+  std::string out;
+  for (size_t i = 0; i < n && i < d.size(); ++i) out += kDigits[d[i] % 62];
+  return out;
+}
+}  // namespace
+
 ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix, ToolSyntax syntax) {
   const ToolSyntaxForm& f = tool_syntax_form(syntax);
   ParsedToolOutput out;
@@ -231,7 +245,9 @@ ParsedToolOutput parse_tool_output(const std::string& text, const std::string& i
     return true;
   };
   auto push = [&](const json& name, std::string args) {
-    out.calls.push_back({{"id", id_prefix + "_" + std::to_string(out.calls.size())},
+    std::string id = id_prefix + "_" + std::to_string(out.calls.size());
+    if (syntax == ToolSyntax::kMistral) id = alphanumeric_id(id, 9);
+    out.calls.push_back({{"id", std::move(id)},
                          {"type", "function"},
                          {"function", {{"name", name}, {"arguments", std::move(args)}}}});
   };

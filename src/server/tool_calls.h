@@ -61,7 +61,9 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
 /// Generated text split into content and the OpenAI tool_calls array. Text not starting
 /// with the syntax's trigger byte is content (no calls); otherwise it is calls (content
 /// nullopt), read as the header describes, a cut last call included. Call ids are
-/// `id_prefix` + "_" + the call's index.
+/// `id_prefix` + "_" + the call's index; for kMistral, 9 letters and digits derived from
+/// that (Mistral Nemo's template refuses any other id when the call comes back in the
+/// next request, as llama.cpp's common/chat.cpp notes).
 struct ParsedToolOutput {
   std::optional<std::string> content;
   json calls = json::array();

@@ -7,6 +7,8 @@
 // the calls begun so far without any call syntax as content.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -234,6 +236,45 @@ TEST(ToolSyntax, WhatTheTemplateWritesForACallParsesBack) {
   ASSERT_EQ(cut.calls.size(), 1u);
   EXPECT_EQ(cut.calls[0]["function"]["arguments"], "{\"a\": [1,");
   EXPECT_FALSE(cut.content);
+}
+
+// An agent loop sends the calls it got back with the tool's answer. Mistral Nemo's template
+// raises on a call id that is not 9 letters and digits ("call_<hex>_0_0" made the server
+// fall back to another prompt format and call syntax for the rest of the conversation).
+TEST(ToolSyntax, MistralCallIdsComeBackThroughNemosTemplate) {
+  const std::string text = "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}, "
+                           "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Rome\"}}]";
+  const ParsedToolOutput p = parse_tool_output(text, tool_call_id_prefix("chatcmpl-bc4814b920b0fc0c5a47b793", 0), ToolSyntax::kMistral);
+  ASSERT_EQ(p.calls.size(), 2u);
+  for (const json& c : p.calls) {
+    const std::string id = c["id"];
+    EXPECT_EQ(id.size(), 9u) << id;
+    EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); })) << id;
+  }
+  EXPECT_NE(p.calls[0]["id"], p.calls[1]["id"]);
+  EXPECT_EQ(parse_tool_output(text, tool_call_id_prefix("chatcmpl-bc4814b920b0fc0c5a47b793", 0), ToolSyntax::kMistral).calls,
+            p.calls) << "the same response gives the same ids (streamed and not)";
+  EXPECT_NE(parse_tool_output(text, tool_call_id_prefix("chatcmpl-bc4814b920b0fc0c5a47b793", 1), ToolSyntax::kMistral).calls[0]["id"],
+            p.calls[0]["id"]) << "another choice, other ids";
+
+  auto tok = stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const std::string name = "mistralai-Mistral-Nemo-Instruct-2407";
+  auto tmpl = std::make_shared<const tokenizer::JinjaChatTemplate>(slurp(kDir + name + ".jinja"), "<s>", "</s>");
+  PromptEncoder enc(*tok, tokenizer::ChatTemplateKind::ChatML, tmpl, 1764547200);
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"},
+                                     {"properties", {{"location", {{"type", "string"}}}}}}}}}}});
+  json messages = json::array({{{"role", "user"}, {"content", "Weather in Paris and Rome?"}},
+                               {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", p.calls}}});
+  for (const json& c : p.calls) messages.push_back({{"role", "tool"}, {"tool_call_id", c["id"]}, {"content", "20 C"}});
+  ParsedRequest req = parse_chat_json(json{{"messages", messages}, {"tools", tools}});
+  ASSERT_TRUE(req.ok()) << req.error->message;
+  ToolSyntax got = ToolSyntax::kWrapper;
+  const std::string prompt = enc.render_chat_prompt(req.request, nullptr, nullptr, true, &got);
+  EXPECT_EQ(got, ToolSyntax::kMistral) << prompt;
+  EXPECT_NE(prompt.find("[TOOL_RESULTS]"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find(p.calls[1]["id"].get<std::string>()), std::string::npos) << prompt;
 }
 
 }  // namespace
