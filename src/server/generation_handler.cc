@@ -1,4 +1,5 @@
 #include "server/generation_handler.h"
+#include "server/logprob_hold.h"
 
 #include <algorithm>
 #include <memory>
@@ -174,6 +175,7 @@ struct GenerationHandler::FullResult {
   GenerationRequest request;
   std::unique_ptr<ChoiceStreams> streams;
   std::vector<ChoiceResult> choices;
+  std::vector<LogprobHold> logprob_holds;  // per choice
   std::string error;
   bool aborting = false;
   bool client_closed = false;  // the abort came from the client's end of the connection
@@ -208,7 +210,8 @@ bool GenerationHandler::collect(FullResult& f, std::chrono::milliseconds budget)
     ChoiceResult& c = f.choices[static_cast<size_t>(ev.choice)];
     c.text += ev.delta.text;
     if (f.request.want_logprobs()) {
-      c.logprobs.insert(c.logprobs.end(), ev.delta.logprobs.begin(), ev.delta.logprobs.end());
+      std::vector<engine::TokenLogprob> sent = f.logprob_holds[static_cast<size_t>(ev.choice)].take(ev.delta);
+      c.logprobs.insert(c.logprobs.end(), std::make_move_iterator(sent.begin()), std::make_move_iterator(sent.end()));
     }
     if (ev.delta.finish != engine::FinishReason::None) c.finish = ev.delta.finish;
     if (ev.delta.finish == engine::FinishReason::Error && f.error.empty()) {
@@ -252,7 +255,10 @@ void GenerationHandler::respond_full(const GenerationRequest& r, std::unique_ptr
   f->request = r;
   f->streams = std::move(streams);
   f->choices.resize(static_cast<size_t>(f->streams->size()));
-  for (size_t i = 0; i < f->choices.size(); ++i) f->choices[i].index = static_cast<int>(i);
+  for (size_t i = 0; i < f->choices.size(); ++i) {
+    f->choices[i].index = static_cast<int>(i);
+    f->logprob_holds.emplace_back(piece_fn());
+  }
   // A class with a maximum queue time: its 503 must come as a status, so the 200 and the
   // heartbeats wait until that time has passed.
   auto first_wait = kHeartbeatAfter;

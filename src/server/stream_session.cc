@@ -30,6 +30,7 @@ StreamSession::StreamSession(Endpoint endpoint, ResponseMeta meta,
       piece_(std::move(piece)),
       stopping_(stopping),
       text_chars_(static_cast<size_t>(streams_->size())),
+      logprob_holds_(static_cast<size_t>(streams_->size()), LogprobHold(piece_)),
       last_write_(std::chrono::steady_clock::now()) {}
 
 std::string StreamSession::opening() {
@@ -91,11 +92,12 @@ std::string StreamSession::render_with_tools(int choice, const engine::StreamDel
 std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
   if (!tool_filters_.empty()) return render_with_tools(choice, d);
   std::string out;
-  const bool has_lp = want_logprobs_ && !d.logprobs.empty();
+  const std::vector<engine::TokenLogprob> lps = want_logprobs_ ? logprob_holds_[choice].take(d) : std::vector<engine::TokenLogprob>();
+  const bool has_lp = !lps.empty();
   if (endpoint_ == Endpoint::Completions) {
     if (d.finish == engine::FinishReason::Error) {
       if (!d.text.empty() || has_lp) {
-        json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_chars_[choice])
+        json lp = has_lp ? completion_logprobs_json(lps, piece_, &text_chars_[choice])
                          : json(nullptr);
         out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp),
                                          engine::FinishReason::None, include_usage_));
@@ -104,14 +106,14 @@ std::string StreamSession::render(int choice, const engine::StreamDelta& d) {
       return out;
     }
     if (d.text.empty() && !has_lp && d.finish == engine::FinishReason::None) return out;
-    json lp = has_lp ? completion_logprobs_json(d.logprobs, piece_, &text_chars_[choice])
+    json lp = has_lp ? completion_logprobs_json(lps, piece_, &text_chars_[choice])
                      : json(nullptr);
     out += sse_data(completion_chunk(meta_, choice, d.text, std::move(lp), d.finish, include_usage_));
     return out;
   }
   // Chat: content chunks, then a final chunk with an empty delta and the finish reason.
   if (!d.text.empty() || has_lp) {
-    json lp = has_lp ? json{{"content", chat_logprob_content(d.logprobs, piece_)}} : json(nullptr);
+    json lp = has_lp ? json{{"content", chat_logprob_content(lps, piece_)}} : json(nullptr);
     out += sse_data(chat_chunk(meta_, choice, json{{"content", d.text}}, std::move(lp),
                                engine::FinishReason::None, include_usage_));
   }

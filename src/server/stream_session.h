@@ -12,6 +12,7 @@
 
 #include "server/generation.h"
 #include "server/openai_protocol.h"
+#include "server/logprob_hold.h"
 #include "server/openai_response.h"
 #include "server/tool_calls.h"
 
@@ -58,6 +59,7 @@ class StreamSession {
   PieceFn piece_;
   const std::atomic<bool>* stopping_;
   std::vector<Utf8CharCounter> text_chars_;  // per choice: its text so far, for text_offset
+  std::vector<LogprobHold> logprob_holds_;   // per choice: logprobs given out with their text
   std::vector<ToolCallStreamFilter> tool_filters_;  // per choice; empty: no tools
   bool started_ = false;
   bool finished_ = false;

@@ -69,8 +69,9 @@ class ServeE2E : public ::testing::Test {
     c.send(req, res, err);
   }
 
-  /// Streams a request and returns the joined text and the final finish_reason.
-  std::pair<std::string, std::string> stream(const json& body) {
+  /// Streams a request and returns the joined text and the final finish_reason (and, with
+  /// `tokens`, the logprobs' tokens of every chunk).
+  std::pair<std::string, std::string> stream(const json& body, std::vector<std::string>* tokens = nullptr) {
     std::string buf, text, finish;
     bool done = false;
     json b = body;
@@ -89,6 +90,8 @@ class ServeE2E : public ::testing::Test {
                           }
                           json j = json::parse(payload);
                           text += j["choices"][0]["text"].get<std::string>();
+                          if (tokens && j["choices"][0]["logprobs"].is_object())
+                            for (const json& t : j["choices"][0]["logprobs"]["tokens"]) tokens->push_back(t);
                           if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
                         }
                         return true;
@@ -145,6 +148,44 @@ TEST_F(ServeE2E, CompletionsMatchReferenceWithLogprobsStreamedAndNot) {
     EXPECT_EQ(finish, "length");
   }
   EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
+}
+
+// A stop string cuts the text, and the logprobs of its tokens go with it (llama.cpp's
+// server trims them too): the logprob tokens spell the text returned, the last one perhaps
+// reaching into the cut part, every text_offset inside the text — streamed and not. They
+// used to run on past the text (the stop string's tokens, offsets past its end).
+TEST_F(ServeE2E, LogprobsEndWithTheTextAStopStringCut) {
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"temperature", 0}, {"logprobs", 1}};
+  const std::string full = post("/v1/completions", base)["choices"][0]["text"];
+  ASSERT_GT(full.size(), 40u);
+  int cut_inside_a_token = 0;
+  for (size_t at : {9ul, 17ul, 26ul, 35ul}) {
+    const std::string stop = full.substr(at, 4);
+    json body = base;
+    body["stop"] = stop;
+    const json r = post("/v1/completions", body);
+    const std::string text = r["choices"][0]["text"];
+    SCOPED_TRACE("stop '" + stop + "', text '" + text + "'");
+    EXPECT_EQ(text, full.substr(0, full.find(stop)));
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    const json& lp = r["choices"][0]["logprobs"];
+    std::string spelled, before_last;
+    for (const json& t : lp["tokens"]) {
+      before_last = spelled;
+      spelled += t.get<std::string>();
+    }
+    EXPECT_EQ(spelled.rfind(text, 0), 0u) << "the tokens spell the text: '" << spelled << "'";
+    EXPECT_LT(before_last.size(), text.size()) << "no token lies wholly in the stop string: '" << spelled << "'";
+    cut_inside_a_token += spelled.size() > text.size();
+    for (const json& o : lp["text_offset"]) EXPECT_LT(o.get<size_t>(), text.size());
+    EXPECT_EQ(lp["tokens"].size(), lp["token_logprobs"].size());
+    EXPECT_EQ(lp["tokens"].size(), lp["top_logprobs"].size());
+    std::vector<std::string> streamed;
+    auto [stext, finish] = stream(body, &streamed);
+    EXPECT_EQ(stext, text);
+    EXPECT_EQ(json(streamed), lp["tokens"]) << "streamed and not give the same logprobs";
+  }
+  EXPECT_GT(cut_inside_a_token, 0) << "no stop string began inside a token: the case is not covered";
 }
 
 TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {
