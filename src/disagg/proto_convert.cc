@@ -16,6 +16,14 @@ void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
   out->set_top_logprobs(in.top_logprobs);
   out->set_ignore_eos(in.ignore_eos);
   out->set_grammar(in.grammar);
+  out->set_presence_penalty(in.presence_penalty);
+  out->set_frequency_penalty(in.frequency_penalty);
+  out->clear_logit_bias();
+  for (const auto& [token, bias] : in.logit_bias) {
+    LogitBias* b = out->add_logit_bias();
+    b->set_token(token);
+    b->set_bias(bias);
+  }
 }
 
 engine::SamplingParams from_proto(const SamplingParams& in) {
@@ -29,6 +37,9 @@ engine::SamplingParams from_proto(const SamplingParams& in) {
   p.top_logprobs = in.top_logprobs();
   p.ignore_eos = in.ignore_eos();
   p.grammar = in.grammar();
+  p.presence_penalty = in.presence_penalty();
+  p.frequency_penalty = in.frequency_penalty();
+  for (const auto& b : in.logit_bias()) p.logit_bias.emplace_back(b.token(), b.bias());
   return p;
 }
 

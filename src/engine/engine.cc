@@ -92,6 +92,10 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
                          std::to_string(blocks) + " blocks) but the pool has only " +
                          std::to_string(kv_.num_blocks()) + " blocks; lower max_tokens or the prompt");
 
+  for (const auto& [token, bias] : params.logit_bias)
+    if (token < 0 || token >= model_->config().n_vocab)
+      return Status::InvalidArgument("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (ids 0 to " +
+                                     std::to_string(model_->config().n_vocab - 1) + ")");
   std::shared_ptr<grammar::GrammarMatcher> matcher;
   int32_t grammar_state = 0;
   if (!params.grammar.empty()) {
@@ -356,7 +360,14 @@ void EngineImpl::fork_choices(Sequence& parent, const float* logits) {
 bool EngineImpl::sample_next(Sequence& s, const float* logits, int32_t* token) {
   const int n_vocab = model_->config().n_vocab;
   const uint32_t* allowed = s.matcher ? s.matcher->mask(s.grammar_state) : nullptr;
-  const int32_t tok = sample_token(logits, n_vocab, s.params, s.rng, allowed);
+  const float* sampled = logits;
+  if (s.params.adjusts_logits()) {  // penalties over this choice's generated tokens, logit_bias
+    adjusted_logits_.resize(static_cast<size_t>(n_vocab));
+    const size_t gen = std::min(static_cast<size_t>(s.role_prompt_len), s.tokens.size());
+    adjust_logits(logits, n_vocab, s.params, s.tokens.data() + gen, s.tokens.size() - gen, adjusted_logits_.data());
+    sampled = adjusted_logits_.data();
+  }
+  const int32_t tok = sample_token(sampled, n_vocab, s.params, s.rng, allowed);
   if (token) *token = tok;
   if (tok < 0) {
     StreamDelta d;

@@ -179,6 +179,7 @@ class EngineImpl final : public Engine {
   std::thread loop_;
   std::atomic<int64_t> next_id_{1};
   std::vector<float> attn_mass_;  // engine thread: the step's H2O attention-mass rows (Batch::attn_mass)
+  std::vector<float> adjusted_logits_;  // engine thread: one row's logits under penalties / logit_bias
 
   std::atomic<int64_t> stats_blocks_total_{0}, stats_blocks_used_{0}, stats_blocks_cached_{0}, stats_blocks_free_{0};
   std::atomic<int64_t> stats_running_{0}, stats_waiting_{0}, stats_awaiting_kv_{0}, stats_preemptions_{0};

@@ -143,4 +143,21 @@ TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int
   return out;
 }
 
+void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, const int32_t* generated,
+                   size_t n_generated, float* out) {
+  std::memcpy(out, logits, static_cast<size_t>(n_vocab) * sizeof(float));
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < n_vocab) out[id] += bias;
+  if (p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
+  std::vector<int32_t> sorted(generated, generated + n_generated);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    const int32_t id = sorted[i];
+    if (id >= 0 && id < n_vocab) out[id] -= static_cast<float>(j - i) * p.frequency_penalty + p.presence_penalty;
+    i = j;
+  }
+}
+
 }  // namespace pdserve::engine

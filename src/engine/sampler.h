@@ -27,6 +27,14 @@ int32_t argmax(const float* logits, int n);
 int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, std::mt19937_64& rng,
                      const uint32_t* allowed = nullptr);
 
+/// `logits` ([n_vocab], the model's) as the sampler sees them under `p`: logit_bias added,
+/// and the presence / frequency penalties of the choice's `generated` tokens (OpenAI's
+/// formula: l[j] -= c[j]·frequency + (c[j] > 0)·presence) subtracted. Writes `out`
+/// ([n_vocab]); ids out of range are ignored. Deterministic: the same tokens give the same
+/// logits in any batch.
+void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, const int32_t* generated,
+                   size_t n_generated, float* out);
+
 /// Log-probability of `token` and the `n` most likely tokens (best first, ties by lower
 /// id) under the raw distribution log_softmax(logits).
 TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int n);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pdserve::engine {
@@ -23,6 +24,18 @@ struct SamplingParams {
   /// structured-output request field is compiled to one by the API layer. Empty ⇒
   /// unconstrained. Travels to decode and prefill workers with the other fields.
   std::string grammar;
+  /// OpenAI's penalties, in [-2, 2]: before sampling, every token's logit is lowered by
+  /// frequency_penalty × (times it was generated so far in this choice) and by
+  /// presence_penalty if it was generated at all (the prompt does not count, as OpenAI's
+  /// and vLLM's). 0 ⇒ off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  /// OpenAI's logit_bias: (token id, bias in [-100, 100]) added to that token's logit
+  /// before sampling. Logprobs stay those of the raw model (see token_logprobs).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  /// Whether sampling sees other logits than the model's (penalties or a bias).
+  bool adjusts_logits() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty(); }
 
   /// The parameters of choice `k` (0-based) of a request with n > 1 choices: a given seed
   /// becomes seed + k, so each choice is reproducible and differs from its siblings.

@@ -246,14 +246,13 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     r.kv_budget = static_cast<int>(*kv_budget);
   }
 
-  // Standard fields we cannot honour: accepted only at their neutral values.
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+  // OpenAI's penalties over the tokens generated so far (engine::adjust_logits).
+  for (auto [name, out] : {std::pair<const char*, float*>{"presence_penalty", &r.params.presence_penalty},
+                           {"frequency_penalty", &r.params.frequency_penalty}}) {
     std::optional<double> p;
-    PDS_TRY(read_number(obj, penalty, p));
-    if (p && *p != 0.0) {
-      return unsupported(penalty, std::string("'") + penalty +
-                                      "' is not supported by this server; omit it or set it to 0.");
-    }
+    PDS_TRY(read_number(obj, name, p));
+    if (p && (*p < -2.0 || *p > 2.0)) return value_error(name, "a number between -2 and 2", obj[name]);
+    if (p) *out = static_cast<float>(*p);
   }
   // Common sampler extensions (vLLM, llama.cpp server) we do not implement: refused unless
   // neutral, so a client never believes they were applied.
@@ -267,11 +266,21 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
       return unsupported(name, std::string("'") + name + "' is not supported by this server; omit it or set it to " + buf + ".");
     }
   }
-  if (const json* lb = field(obj, "logit_bias")) {
+  // OpenAI's logit_bias: {"token id": bias in [-100, 100]}; the engine checks the ids
+  // against the vocabulary.
+  if (const json* lb = field(obj, "logit_bias"); lb && !lb->is_null()) {
     if (!lb->is_object()) return type_error("logit_bias", "an object", *lb);
-    // Neutral: {} or every bias 0 (no token's logit moves).
-    const bool neutral = std::all_of(lb->begin(), lb->end(), [](const json& v) { return v.is_number() && v.get<double>() == 0.0; });
-    if (!neutral) return unsupported("logit_bias", "'logit_bias' is not supported by this server; omit it or give every bias 0.");
+    if (lb->size() > 1024) return bad_request("Invalid 'logit_bias': at most 1024 tokens may be biased.", "logit_bias");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& key = it.key();
+      const bool digits = !key.empty() && key.size() <= 9 &&
+                          std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits) return bad_request("Invalid 'logit_bias': key '" + key + "' is not a token id (a non-negative integer).", "logit_bias");
+      if (!it.value().is_number() || it.value().get<double>() < -100.0 || it.value().get<double>() > 100.0)
+        return bad_request("Invalid 'logit_bias': the bias of token " + key + " must be a number between -100 and 100.", "logit_bias");
+      if (it.value().get<double>() != 0.0)
+        r.params.logit_bias.emplace_back(std::stoi(key), static_cast<float>(it.value().get<double>()));
+    }
   }
   return std::nullopt;
 }

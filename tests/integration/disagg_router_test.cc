@@ -249,8 +249,12 @@ TEST_F(DisaggRouter, ThirtyTwoConcurrentGreedyRequestsMatchServe) {
 }
 
 TEST_F(DisaggRouter, TokensAndLogprobsMatchServe) {
-  for (size_t i = 0; i < 4; ++i) {
-    const json body = {{"prompt", kPrompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"logprobs", 3}};
+  for (size_t i = 0; i < 6; ++i) {
+    json body = {{"prompt", kPrompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"logprobs", 3}};
+    // Penalties and a logit_bias travel to the decode and prefill workers (the first token
+    // is sampled on the prefill worker).
+    if (i == 4) body.update({{"frequency_penalty", 1.5}, {"presence_penalty", 0.5}});
+    if (i == 5) body.update({{"logit_bias", {{"400", 6}, {"13", -100}}}, {"temperature", 0.7}, {"seed", 3}});
     const json want = post(serve(), "/v1/completions", body);
     const json got = post(router(), "/v1/completions", body);
     const json& wl = want["choices"][0]["logprobs"];

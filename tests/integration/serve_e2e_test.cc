@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,71 @@ TEST_F(ServeE2E, LogprobsEndWithTheTextAStopStringCut) {
     EXPECT_EQ(json(streamed), lp["tokens"]) << "streamed and not give the same logprobs";
   }
   EXPECT_GT(cut_inside_a_token, 0) << "no stop string began inside a token: the case is not covered";
+}
+
+// OpenAI's presence / frequency penalties and logit_bias act on the sampled tokens: a
+// frequency penalty cuts repetition, a negative presence penalty adds to it, a +100 bias
+// makes greedy decoding write that token only, a -100 bias on the greedy first token
+// removes it; and a penalised, seeded request gives its standalone output in a batch.
+TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
+  auto f = gguf::GgufFile::open("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(f.ok());
+  auto tok = tokenizer::Tokenizer::from_gguf(*f.value());
+  ASSERT_TRUE(tok.ok());
+  const json base = {{"prompt", "Lily and Ben. Lily and Ben. Lily and"}, {"max_tokens", 48}, {"temperature", 0}, {"logprobs", 0}};
+  auto tokens_of = [&](json body) {
+    const json r = post("/v1/completions", body);
+    return std::make_pair(r["choices"][0]["text"].get<std::string>(), r["choices"][0]["logprobs"]["tokens"]);
+  };
+  auto repeats = [](const json& toks) {
+    std::set<std::string> seen;
+    for (const json& t : toks) seen.insert(t.get<std::string>());
+    return toks.size() - seen.size();
+  };
+  const auto [plain, plain_toks] = tokens_of(base);
+  json freq = base;
+  freq["frequency_penalty"] = 2.0;
+  const auto [ftext, ftoks] = tokens_of(freq);
+  EXPECT_NE(ftext, plain);
+  EXPECT_LT(repeats(ftoks), repeats(plain_toks)) << "plain: " << plain << "\npenalised: " << ftext;
+  json pres = base;
+  pres["presence_penalty"] = -2.0;
+  const auto [ptext, ptoks] = tokens_of(pres);
+  EXPECT_GE(repeats(ptoks), repeats(plain_toks)) << "plain: " << plain << "\nencouraged: " << ptext;
+
+  json forced = base;
+  forced["max_tokens"] = 6;
+  forced["logit_bias"] = {{"400", 100}};
+  std::string six;
+  for (int i = 0; i < 6; ++i) six += tok.value()->token_to_piece(400);
+  EXPECT_EQ(tokens_of(forced).first, six);
+  const std::string first = plain_toks[0];
+  int32_t first_id = -1;
+  for (int32_t id = 0; id < tok.value()->vocab().size(); ++id)
+    if (tok.value()->token_to_piece(id) == first) first_id = id;
+  ASSERT_GE(first_id, 0);
+  json banned = base;
+  banned["logit_bias"] = {{std::to_string(first_id), -100}};
+  EXPECT_NE(tokens_of(banned).second[0], first);
+  // An id outside the vocabulary (512 tokens) is a 400 naming logit_bias.
+  json outside = base;
+  outside["logit_bias"] = {{"512", 1}};
+  const json err = post("/v1/completions", outside, 400);
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("logit_bias"), std::string::npos) << err.dump();
+
+  // Seeded, penalised, biased: each alone, then all at once.
+  std::vector<json> bodies;
+  for (int i = 0; i < 6; ++i)
+    bodies.push_back({{"prompt", i % 2 ? "Once upon a time" : "The little dog"}, {"max_tokens", 32}, {"temperature", 0.9},
+                      {"seed", 40 + i}, {"presence_penalty", 0.3 * i - 0.6}, {"frequency_penalty", 0.25 * i},
+                      {"logit_bias", {{"400", i}, {"13", -i}}}});
+  std::vector<std::string> alone;
+  for (const json& b : bodies) alone.push_back(post("/v1/completions", b)["choices"][0]["text"]);
+  std::vector<std::future<std::string>> together;
+  for (const json& b : bodies)
+    together.push_back(std::async(std::launch::async, [this, b] { return post("/v1/completions", b)["choices"][0]["text"].get<std::string>(); }));
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << bodies[i].dump();
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 
 TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {

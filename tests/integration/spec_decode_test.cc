@@ -43,6 +43,11 @@ std::vector<json> bodies() {
       if (variant == 1) b["logprobs"] = 2;
       out.push_back(b);
     }
+  // Penalties count the tokens generated so far, drafts accepted included; a bias moves
+  // the first token too (sampled on a prefill worker in a PD cluster).
+  out.push_back({{"prompt", prompts[1]}, {"max_tokens", 40}, {"temperature", 0}, {"frequency_penalty", 1.5}});
+  out.push_back({{"prompt", prompts[2]}, {"max_tokens", 40}, {"temperature", 0.8}, {"seed", 7}, {"presence_penalty", 1.0},
+                 {"frequency_penalty", -0.5}, {"logit_bias", {{"400", 4}, {"13", -100}}}});
   return out;
 }
 

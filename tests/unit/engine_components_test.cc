@@ -172,6 +172,28 @@ TEST(Sampler, UncutSamplingFollowsTheSoftmaxOverALargeVocabulary) {
   EXPECT_NEAR(b2 / double(draws), 8000.0 * 8000.0 / z2, 0.03);
 }
 
+// OpenAI's formula: l[j] - c[j]·frequency - (c[j] > 0)·presence, plus logit_bias; ids out
+// of range ignored; the model's logits untouched.
+TEST(Sampler, AdjustLogitsAppliesPenaltiesOverGeneratedTokensAndTheBias) {
+  const std::vector<float> logits = {1.f, 2.f, 3.f, 4.f, 5.f};
+  SamplingParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.logit_bias = {{4, -10.f}, {0, 2.f}, {9, 100.f}};
+  const std::vector<int32_t> generated = {2, 3, 2, 2, 7, -1};
+  std::vector<float> out(5);
+  adjust_logits(logits.data(), 5, p, generated.data(), generated.size(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{3.f, 2.f, 3.f - 1.5f - 0.25f, 4.f - 0.5f - 0.25f, -5.f}));
+  EXPECT_EQ(logits, (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
+  EXPECT_TRUE(p.adjusts_logits());
+  EXPECT_FALSE(SamplingParams().adjusts_logits());
+  // The same tokens in another order give the same logits.
+  const std::vector<int32_t> shuffled = {7, 2, -1, 2, 3, 2};
+  std::vector<float> again(5);
+  adjust_logits(logits.data(), 5, p, shuffled.data(), shuffled.size(), again.data());
+  EXPECT_EQ(again, out);
+}
+
 TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {
   testing::FakeTokenizer tok;
   SamplingParams p;

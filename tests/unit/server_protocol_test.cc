@@ -204,18 +204,30 @@ TEST(ServerProtocol, SamplingRanges) {
   expect_error(completion({{"prompt", "x"}, {"ignore_eos", "yes"}}), "ignore_eos", "boolean");
   expect_error(completion({{"prompt", "x"}, {"user", 5}}), "user", "expected a string");
   expect_error(completion({{"prompt", "x"}, {"model", 5}}), "model", "expected a string");
-  expect_error(completion({{"prompt", "x"}, {"presence_penalty", 0.5}}), "presence_penalty",
-               "not supported");
-  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"1", 5}}}}), "logit_bias", "not supported");
+  // OpenAI's penalties and logit_bias: ranges as OpenAI's, token ids as keys.
+  auto pen = completion({{"prompt", "x"}, {"presence_penalty", 0.5}, {"frequency_penalty", -1.25}});
+  ASSERT_TRUE(pen.ok());
+  EXPECT_FLOAT_EQ(pen.request.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(pen.request.params.frequency_penalty, -1.25f);
+  expect_error(completion({{"prompt", "x"}, {"presence_penalty", 3}}), "presence_penalty", "between -2 and 2");
+  expect_error(completion({{"prompt", "x"}, {"frequency_penalty", -2.5}}), "frequency_penalty", "between -2 and 2");
+  expect_error(completion({{"prompt", "x"}, {"frequency_penalty", "1"}}), "frequency_penalty", "expected a number");
+  auto bias = completion({{"prompt", "x"}, {"logit_bias", {{"1", 5}, {"20", -100}, {"7", 0}}}});
+  ASSERT_TRUE(bias.ok());
+  EXPECT_EQ(bias.request.params.logit_bias, (std::vector<std::pair<int32_t, float>>{{1, 5.f}, {20, -100.f}}))
+      << "0 biases are dropped";
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}), "logit_bias", "between -100 and 100");
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"abc", 0}}}}), "logit_bias", "not a token id");
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"-1", 1}}}}), "logit_bias", "not a token id");
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"99999999999", 1}}}}), "logit_bias", "not a token id");
   // vLLM / llama.cpp sampler extensions: refused unless neutral, never silently ignored.
   expect_error(completion({{"prompt", "x"}, {"min_p", 0.05}}), "min_p", "not supported");
   expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 1.1}}), "repetition_penalty", "not supported");
   expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1.1}}), "repeat_penalty", "not supported");
   EXPECT_TRUE(completion({{"prompt", "x"}, {"min_p", 0}, {"repetition_penalty", 1}, {"typical_p", 1.0}}).ok());
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", json::object()}}).ok());
-  EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", 0.0}}}}).ok());  // every bias 0: neutral
-  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", -1}}}}), "logit_bias", "not supported");
-  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", "0"}}}}), "logit_bias", "not supported");
+  EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", 0.0}}}}).ok());
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", "0"}}}}), "logit_bias", "between -100 and 100");
 }
 
 TEST(ServerProtocol, StopStrings) {
