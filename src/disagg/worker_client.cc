@@ -15,18 +15,22 @@ Result<std::vector<std::string>> parse_address_list(const std::string& list) {
     const size_t colon = item.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
       return Status::InvalidArgument("'" + item + "' is not HOST:PORT");
-    for (size_t i = colon + 1; i < item.size(); ++i)
-      if (!std::isdigit(static_cast<unsigned char>(item[i]))) return Status::InvalidArgument("'" + item + "' has no numeric port");
-    if (item.size() - colon - 1 > 5 || std::stoi(item.substr(colon + 1)) < 1 || std::stoi(item.substr(colon + 1)) > 65535)
+    const std::string host = item.substr(0, colon), port = item.substr(colon + 1);
+    const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';  // [IPv6]
+    if (host.find('/') != std::string::npos || (!bracketed && host.find_first_of(":[]") != std::string::npos))
+      return Status::InvalidArgument("'" + item + "' is not HOST:PORT (an IPv6 host goes in brackets: [::1]:PORT)");
+    for (char c : port)
+      if (!std::isdigit(static_cast<unsigned char>(c))) return Status::InvalidArgument("'" + item + "' has no numeric port");
+    if (port.size() > 5 || std::stoi(port) < 1 || std::stoi(port) > 65535)
       return Status::InvalidArgument("'" + item + "': the port must be 1 to 65535");
     out.push_back(item);
     item.clear();
     return Status::Ok();
   };
-  for (char c : list) {
-    if (c == ',') {
+  for (char c : list) {  // items are separated by commas or white space
+    if (c == ',' || std::isspace(static_cast<unsigned char>(c))) {
       if (Status s = flush(); !s.ok()) return s;
-    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+    } else {
       item += c;
     }
   }

@@ -20,8 +20,9 @@
 
 namespace pdserve::disagg {
 
-/// Parses "host:port[,host:port...]" (spaces and empty items ignored); error for an item
-/// without a host or a numeric port of 1 to 65535.
+/// Parses "host:port[,host:port...]" (items separated by commas or white space; empty items
+/// ignored); error for an item that is not HOST:PORT (a URL, a second colon outside an
+/// [IPv6] host) or whose port is not 1 to 65535.
 Result<std::vector<std::string>> parse_address_list(const std::string& list);
 
 /// An insecure channel to `address` that reconnects quickly (≤ 1 s backoff), so a

@@ -266,6 +266,12 @@ TEST(WorkerAddresses, ParsesCommaSeparatedLists) {
   EXPECT_FALSE(parse_address_list("host:99999999999999999999").ok()) << "no overflow";
   EXPECT_TRUE(parse_address_list("host:65535").ok());
   EXPECT_TRUE(parse_address_list("host:00080").ok());
+  // White space separates items like a comma (it used to join "A:1 B:2" into "A:1B:2").
+  auto spaced = parse_address_list("127.0.0.1:9001 127.0.0.1:9002\t,\nh:3");
+  ASSERT_TRUE(spaced.ok()) << spaced.error();
+  EXPECT_EQ(spaced.value(), (std::vector<std::string>{"127.0.0.1:9001", "127.0.0.1:9002", "h:3"}));
+  for (const char* bad : {"127.0.0.1: 80", "127.0.0.1:9001:9002", "http://127.0.0.1:9001", "::1:80", "[::1]", "h:"})
+    EXPECT_FALSE(parse_address_list(bad).ok()) << bad;
 }
 
 }  // namespace
