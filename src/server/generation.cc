@@ -80,6 +80,14 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
     json messages = json::array();
     if (template_form) {
       messages = req.template_messages;
+      if (template_syntax_ == ToolSyntax::kMistral) {  // ids from elsewhere (call_..., another server's)
+        for (json& m : messages) {
+          if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array())
+            for (json& c : *calls)
+              if (c.is_object() && c.contains("id") && c["id"].is_string()) c["id"] = mistral_call_id(c["id"]);
+          if (auto id = m.find("tool_call_id"); id != m.end() && id->is_string()) *id = mistral_call_id(*id);
+        }
+      }
     } else {
       for (const auto& m : req.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
     }

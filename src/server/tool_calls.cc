@@ -4,6 +4,8 @@
 #include "grammar/json_schema_to_gbnf.h"
 #include "grammar/regex_to_gbnf.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 namespace pdserve::server {
@@ -232,6 +234,11 @@ std::string alphanumeric_id(const std::string& key, size_t n) {
 }
 }  // namespace
 
+std::string mistral_call_id(const std::string& id) {
+  const bool ok = id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+  return ok ? id : alphanumeric_id(id, 9);
+}
+
 ParsedToolOutput parse_tool_output(const std::string& text, const std::string& id_prefix, ToolSyntax syntax) {
   const ToolSyntaxForm& f = tool_syntax_form(syntax);
   ParsedToolOutput out;
@@ -246,7 +253,7 @@ ParsedToolOutput parse_tool_output(const std::string& text, const std::string& i
   };
   auto push = [&](const json& name, std::string args) {
     std::string id = id_prefix + "_" + std::to_string(out.calls.size());
-    if (syntax == ToolSyntax::kMistral) id = alphanumeric_id(id, 9);
+    if (syntax == ToolSyntax::kMistral) id = mistral_call_id(id);
     out.calls.push_back({{"id", std::move(id)},
                          {"type", "function"},
                          {"function", {{"name", name}, {"arguments", std::move(args)}}}});

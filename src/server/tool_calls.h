@@ -64,6 +64,12 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
 /// `id_prefix` + "_" + the call's index; for kMistral, 9 letters and digits derived from
 /// that (Mistral Nemo's template refuses any other id when the call comes back in the
 /// next request, as llama.cpp's common/chat.cpp notes).
+/// A tool-call id as Mistral's templates take it: `id` when it is 9 letters and digits, else
+/// 9 derived from it (SHA-256), the same for the same id, so a call and the tool message
+/// that answers it still match. Mistral Nemo's template raises on any other id (vLLM maps
+/// ids the same way).
+std::string mistral_call_id(const std::string& id);
+
 struct ParsedToolOutput {
   std::optional<std::string> content;
   json calls = json::array();

@@ -275,6 +275,26 @@ TEST(ToolSyntax, MistralCallIdsComeBackThroughNemosTemplate) {
   EXPECT_EQ(got, ToolSyntax::kMistral) << prompt;
   EXPECT_NE(prompt.find("[TOOL_RESULTS]"), std::string::npos) << prompt;
   EXPECT_NE(prompt.find(p.calls[1]["id"].get<std::string>()), std::string::npos) << prompt;
+
+  // History with ids from elsewhere (OpenAI's call_..., another server's): mapped to 9
+  // letters and digits, the call and its answer alike, so the template still renders.
+  json foreign = messages;
+  foreign[1]["tool_calls"][0]["id"] = "call_abc123def";
+  foreign[1]["tool_calls"][1]["id"] = "x";
+  foreign[2]["tool_call_id"] = "call_abc123def";
+  foreign[3]["tool_call_id"] = "x";
+  ParsedRequest freq = parse_chat_json(json{{"messages", foreign}, {"tools", tools}});
+  ASSERT_TRUE(freq.ok()) << freq.error->message;
+  got = ToolSyntax::kWrapper;
+  const std::string fprompt = enc.render_chat_prompt(freq.request, nullptr, nullptr, true, &got);
+  EXPECT_EQ(got, ToolSyntax::kMistral) << fprompt;
+  const std::string mapped = mistral_call_id("call_abc123def");
+  EXPECT_EQ(mapped.size(), 9u);
+  EXPECT_EQ(mistral_call_id(mapped), mapped);
+  EXPECT_EQ(mistral_call_id("abcDEF123"), "abcDEF123") << "a valid id is kept";
+  size_t n = 0;
+  for (size_t at = fprompt.find(mapped); at != std::string::npos; at = fprompt.find(mapped, at + 1)) ++n;
+  EXPECT_EQ(n, 2u) << "the call and its result: " << fprompt;
 }
 
 }  // namespace
