@@ -301,6 +301,9 @@ void apply_tool_calls(json& body, ToolSyntax syntax) {
     ParsedToolOutput p = parse_tool_output(msg["content"].get<std::string>(), tool_call_id_prefix(body["id"], c["index"]), syntax);
     if (p.content) continue;  // plain text
     msg["content"] = nullptr;
+    // Logprobs cover the text returned, and a call returns none (streamed, a call's chunk
+    // has none either).
+    if (c.contains("logprobs")) c["logprobs"] = nullptr;
     if (p.calls.empty()) continue;  // cut before a call's name was complete
     msg["tool_calls"] = std::move(p.calls);
     if (c["finish_reason"] == "stop" && !p.cut) c["finish_reason"] = "tool_calls";  // a cut call stays "stop"

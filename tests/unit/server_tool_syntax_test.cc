@@ -297,5 +297,21 @@ TEST(ToolSyntax, MistralCallIdsComeBackThroughNemosTemplate) {
   EXPECT_EQ(n, 2u) << "the call and its result: " << fprompt;
 }
 
+// A whole answer that became tool calls returns no logprobs (the text they covered is not
+// returned; a streamed call has none either); a text answer keeps them.
+TEST(ToolSyntax, ACallAnswerHasNoLogprobsATextAnswerKeepsThem) {
+  const json lp = {{"content", json::array({{{"token", "<"}, {"logprob", -0.1}}})}};
+  json body = {{"id", "chatcmpl-1"},
+               {"choices", json::array({{{"index", 0}, {"finish_reason", "stop"}, {"logprobs", lp},
+                                         {"message", {{"role", "assistant"},
+                                                      {"content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"}}}},
+                                        {{"index", 1}, {"finish_reason", "stop"}, {"logprobs", lp},
+                                         {"message", {{"role", "assistant"}, {"content", "plain text"}}}}})}};
+  apply_tool_calls(body, ToolSyntax::kHermes);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(body["choices"][1]["logprobs"], lp);
+}
+
 }  // namespace
 }  // namespace pdserve::server
