@@ -189,6 +189,11 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
       opts.max_queue_s = lease_->policy().max_queue_s;
     }
   }
+  for (const auto& [token, bias] : req.params.logit_bias)
+    if (token >= engine.tokenizer().vocab().size())
+      return bad_request("Invalid 'logit_bias': token " + std::to_string(token) + " is not in the vocabulary (ids 0 to " +
+                             std::to_string(engine.tokenizer().vocab().size() - 1) + ").",
+                         "logit_bias");
   opts.kv_budget = req.kv_budget;
   if (req.kv_budget > 0)
     if (std::string why = engine.kv_budget_error(req.kv_budget); !why.empty()) return bad_request(why, "kv_budget");

@@ -273,13 +273,15 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     if (lb->size() > 1024) return bad_request("Invalid 'logit_bias': at most 1024 tokens may be biased.", "logit_bias");
     for (auto it = lb->begin(); it != lb->end(); ++it) {
       const std::string& key = it.key();
-      const bool digits = !key.empty() && key.size() <= 9 &&
+      const bool digits = !key.empty() && key.size() <= 9 && (key == "0" || key[0] != '0') &&
                           std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits) return bad_request("Invalid 'logit_bias': key '" + key + "' is not a token id (a non-negative integer).", "logit_bias");
+      if (!digits)
+        return bad_request("Invalid 'logit_bias': key '" + key + "' is not a token id (a non-negative integer, no leading zeros).",
+                           "logit_bias");
       if (!it.value().is_number() || it.value().get<double>() < -100.0 || it.value().get<double>() > 100.0)
         return bad_request("Invalid 'logit_bias': the bias of token " + key + " must be a number between -100 and 100.", "logit_bias");
-      if (it.value().get<double>() != 0.0)
-        r.params.logit_bias.emplace_back(std::stoi(key), static_cast<float>(it.value().get<double>()));
+      // Kept at 0 too, so every id is checked against the vocabulary.
+      r.params.logit_bias.emplace_back(std::stoi(key), static_cast<float>(it.value().get<double>()));
     }
   }
   return std::nullopt;

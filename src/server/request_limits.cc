@@ -1,6 +1,7 @@
 #include "server/request_limits.h"
 
 #include <string>
+#include <vector>
 
 #include "grammar/grammar.h"
 
@@ -9,6 +10,7 @@ namespace pdserve::server {
 std::optional<ApiError> check_json_depth(std::string_view body, int max_depth) {
   int depth = 0;
   bool in_string = false;
+  std::vector<int> members;  // per open level: an object's commas so far, -1 for an array
   for (size_t i = 0; i < body.size(); ++i) {
     const char c = body[i];
     if (in_string) {
@@ -23,8 +25,14 @@ std::optional<ApiError> check_json_depth(std::string_view body, int max_depth) {
         return bad_request("The request body nests JSON deeper than " + std::to_string(max_depth) +
                            " levels (--max-json-depth).");
       }
+      members.push_back(c == '{' ? 0 : -1);
     } else if (c == ']' || c == '}') {
       --depth;
+      if (!members.empty()) members.pop_back();
+    } else if (c == ',' && !members.empty() && members.back() >= 0) {
+      if (++members.back() >= kMaxJsonObjectMembers)
+        return bad_request("The request body has a JSON object of more than " + std::to_string(kMaxJsonObjectMembers) +
+                           " members.");
     }
   }
   return std::nullopt;

@@ -233,11 +233,14 @@ TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
   json banned = base;
   banned["logit_bias"] = {{std::to_string(first_id), -100}};
   EXPECT_NE(tokens_of(banned).second[0], first);
-  // An id outside the vocabulary (512 tokens) is a 400 naming logit_bias.
-  json outside = base;
-  outside["logit_bias"] = {{"512", 1}};
-  const json err = post("/v1/completions", outside, 400);
-  EXPECT_NE(err["error"]["message"].get<std::string>().find("logit_bias"), std::string::npos) << err.dump();
+  // An id outside the vocabulary (512 tokens) is a 400 naming logit_bias, whatever its bias.
+  for (const json& b : {json{{"512", 1}}, json{{"999999999", 0}}}) {
+    json outside = base;
+    outside["logit_bias"] = b;
+    const json err = post("/v1/completions", outside, 400);
+    EXPECT_EQ(err["error"]["param"], "logit_bias") << err.dump();
+    EXPECT_NE(err["error"]["message"].get<std::string>().find("not in the vocabulary"), std::string::npos) << err.dump();
+  }
 
   // Seeded, penalised, biased: each alone, then all at once.
   std::vector<json> bodies;

@@ -214,8 +214,11 @@ TEST(ServerProtocol, SamplingRanges) {
   expect_error(completion({{"prompt", "x"}, {"frequency_penalty", "1"}}), "frequency_penalty", "expected a number");
   auto bias = completion({{"prompt", "x"}, {"logit_bias", {{"1", 5}, {"20", -100}, {"7", 0}}}});
   ASSERT_TRUE(bias.ok());
-  EXPECT_EQ(bias.request.params.logit_bias, (std::vector<std::pair<int32_t, float>>{{1, 5.f}, {20, -100.f}}))
-      << "0 biases are dropped";
+  EXPECT_EQ(bias.request.params.logit_bias, (std::vector<std::pair<int32_t, float>>{{1, 5.f}, {20, -100.f}, {7, 0.f}}))
+      << "0 biases are kept, so their ids are checked against the vocabulary";
+  // One token, one bias: "0383" would add to "383" (+700 from seven spellings).
+  expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"383", 100}, {"0383", 100}}}}), "logit_bias", "no leading zeros");
+  EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"0", 1}}}}).ok());
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}), "logit_bias", "between -100 and 100");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"abc", 0}}}}), "logit_bias", "not a token id");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"-1", 1}}}}), "logit_bias", "not a token id");
