@@ -14,8 +14,12 @@
 
 namespace pdserve::server {
 
+/// --max-json-depth's default; also the bound for JSON text inside a request's strings (a
+/// schema given as text, tool-call arguments), which the body's pre-scan does not see.
+inline constexpr int kDefaultMaxJsonDepth = 64;
+
 struct RequestLimits {
-  int max_json_depth = 64;       // --max-json-depth: nesting of objects/arrays in the body
+  int max_json_depth = kDefaultMaxJsonDepth;  // --max-json-depth: nesting of objects/arrays in the body
   size_t max_stop_bytes = 256;   // --max-stop-length: bytes of each stop string
   int max_prompt_tokens = 0;     // --max-prompt-tokens: tokens of each prompt (0 = context − 1)
   int max_completion_tokens = 0; // --max-completion-tokens: largest max_tokens (0 = the context end)

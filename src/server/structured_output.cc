@@ -1,4 +1,5 @@
 #include "server/structured_output.h"
+#include "server/request_limits.h"
 
 #include <vector>
 
@@ -19,6 +20,9 @@ ApiError invalid(const std::string& param, const std::string& what, bool unsuppo
 std::optional<ApiError> schema_grammar(const json& v, const std::string& param, std::string& out, uint64_t cap) {
   json schema = v;
   if (v.is_string()) {
+    if (auto err = check_json_depth(v.get<std::string>(), kDefaultMaxJsonDepth))  // JSON text inside a string: not pre-scanned
+      return invalid(param, "the JSON schema text nests deeper than " + std::to_string(kDefaultMaxJsonDepth) +
+                                " levels or has an object of more than " + std::to_string(kMaxJsonObjectMembers) + " members.");
     try {
       schema = json::parse(v.get<std::string>());
     } catch (const json::exception&) {

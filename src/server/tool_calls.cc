@@ -1,4 +1,5 @@
 #include "server/tool_calls.h"
+#include "server/request_limits.h"
 
 #include "base/sha256.h"
 #include "grammar/json_schema_to_gbnf.h"
@@ -150,6 +151,10 @@ std::optional<ApiError> render_tool_message(const json& m, const std::string& pa
     if (!f.contains("name") || !f["name"].is_string()) return invalid(p + ".function.name", "expected a string.");
     json args = json::object();
     if (f.contains("arguments") && f["arguments"].is_string()) {
+      if (check_json_depth(f["arguments"].get<std::string>(), kDefaultMaxJsonDepth))  // JSON text inside a string
+        return invalid(p + ".function.arguments", "nests deeper than " + std::to_string(kDefaultMaxJsonDepth) +
+                                                      " levels or has an object of more than " +
+                                                      std::to_string(kMaxJsonObjectMembers) + " members.");
       try {
         args = json::parse(f["arguments"].get<std::string>());
       } catch (const json::exception&) {

@@ -219,6 +219,15 @@ TEST(ServerProtocol, SamplingRanges) {
   // One token, one bias: "0383" would add to "383" (+700 from seven spellings).
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"383", 100}, {"0383", 100}}}}), "logit_bias", "no leading zeros");
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"0", 1}}}}).ok());
+  // JSON text inside a string (a schema as text, tool-call arguments) meets the body's
+  // bounds too: 200,000 keys took 50 s of CPU to parse.
+  std::string wide = "{";
+  for (int i = 0; i < 200000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\": 0";
+  wide += "}";
+  expect_error(completion({{"prompt", "x"}, {"guided_json", wide}}), "guided_json", "more than 10000 members");
+  json calls = json::array({{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", wide}}}}});
+  json msgs = json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"tool_calls", calls}}});
+  expect_error(chat({{"messages", msgs}}), "messages[1].tool_calls[0].function.arguments", "more than 10000 members");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"1", 101}}}}), "logit_bias", "between -100 and 100");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"abc", 0}}}}), "logit_bias", "not a token id");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"-1", 1}}}}), "logit_bias", "not a token id");
