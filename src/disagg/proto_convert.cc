@@ -24,6 +24,9 @@ void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
     b->set_token(token);
     b->set_bias(bias);
   }
+  out->set_repetition_penalty(in.repetition_penalty);
+  out->set_repetition_last_n(in.repetition_last_n);
+  out->set_min_p(in.min_p);
 }
 
 engine::SamplingParams from_proto(const SamplingParams& in) {
@@ -40,6 +43,9 @@ engine::SamplingParams from_proto(const SamplingParams& in) {
   p.presence_penalty = in.presence_penalty();
   p.frequency_penalty = in.frequency_penalty();
   for (const auto& b : in.logit_bias()) p.logit_bias.emplace_back(b.token(), b.bias());
+  if (in.repetition_penalty() != 0.0f) p.repetition_penalty = in.repetition_penalty();  // proto3's unset 0 ⇒ off
+  p.repetition_last_n = in.repetition_last_n();
+  p.min_p = in.min_p();
   return p;
 }
 

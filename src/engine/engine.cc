@@ -96,6 +96,10 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
     if (token < 0 || token >= model_->config().n_vocab)
       return Status::InvalidArgument("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (ids 0 to " +
                                      std::to_string(model_->config().n_vocab - 1) + ")");
+  // The API layer bounds these; a worker checks what arrives over gRPC too.
+  if (!(params.repetition_penalty >= 1e-3f && params.repetition_penalty <= 100.f) || params.repetition_last_n < 0)
+    return Status::InvalidArgument("repetition_penalty must be in [0.001, 100] and its window >= 0");
+  if (!(params.min_p >= 0.f && params.min_p <= 1.f)) return Status::InvalidArgument("min_p must be in [0, 1]");
   std::shared_ptr<grammar::GrammarMatcher> matcher;
   int32_t grammar_state = 0;
   if (!params.grammar.empty()) {
@@ -361,10 +365,10 @@ bool EngineImpl::sample_next(Sequence& s, const float* logits, int32_t* token) {
   const int n_vocab = model_->config().n_vocab;
   const uint32_t* allowed = s.matcher ? s.matcher->mask(s.grammar_state) : nullptr;
   const float* sampled = logits;
-  if (s.params.adjusts_logits()) {  // penalties over this choice's generated tokens, logit_bias
+  if (s.params.adjusts_logits()) {  // logit_bias, penalties over this choice's tokens
     adjusted_logits_.resize(static_cast<size_t>(n_vocab));
-    const size_t gen = std::min(static_cast<size_t>(s.role_prompt_len), s.tokens.size());
-    adjust_logits(logits, n_vocab, s.params, s.tokens.data() + gen, s.tokens.size() - gen, adjusted_logits_.data());
+    adjust_logits(logits, n_vocab, s.params, s.tokens.data(), s.tokens.size(), static_cast<size_t>(s.role_prompt_len),
+                  adjusted_logits_.data());
     sampled = adjusted_logits_.data();
   }
   const int32_t tok = sample_token(sampled, n_vocab, s.params, s.rng, allowed);

@@ -90,7 +90,7 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
     ids.resize(n_vocab);
     std::iota(ids.begin(), ids.end(), 0);
   }
-  const int k = p.top_k > 0 && p.top_k < n_vocab ? p.top_k : n_vocab;
+  int k = p.top_k > 0 && p.top_k < n_vocab ? p.top_k : n_vocab;
   // The candidates best first (logit descending, id ascending) when top_k or top_p must
   // cut them; else in id order, which draws from the same distribution without a sort
   // of the whole vocabulary (6.5 ms for 50,257 ids).
@@ -105,6 +105,18 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
   const double mx = mxf;
   double sum = 0.0;
   for (int i = 0; i < k; ++i) sum += probs[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
+  if (p.min_p > 0.f) {  // the most likely candidate's weight is exp(0) = 1
+    const double floor = p.min_p;
+    sum = 0.0;
+    if (sorted) {  // a prefix survives: cut k there
+      int m = 1;
+      while (m < k && probs[m] >= floor) ++m;
+      k = m;
+      for (int i = 0; i < k; ++i) sum += probs[i];
+    } else {
+      for (int i = 0; i < k; ++i) sum += probs[i] = probs[i] >= floor ? probs[i] : 0.0;
+    }
+  }
   int keep = k;
   if (p.top_p < 1.f) {
     double cum = 0.0;
@@ -119,11 +131,14 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
   double total = 0.0;
   for (int i = 0; i < keep; ++i) total += probs[i];
   double r = uniform01(rng) * total;
+  int last = 0;  // the last candidate with a weight (rounding may leave r ≥ 0 at the end)
   for (int i = 0; i < keep; ++i) {
+    if (probs[i] == 0.0) continue;
+    last = i;
     r -= probs[i];
     if (r < 0) return ids[i];
   }
-  return ids[keep - 1];
+  return ids[last];
 }
 
 TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int n) {
@@ -143,20 +158,37 @@ TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int
   return out;
 }
 
-void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, const int32_t* generated,
-                   size_t n_generated, float* out) {
+void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, const int32_t* tokens, size_t n_tokens,
+                   size_t first_generated, float* out) {
   std::memcpy(out, logits, static_cast<size_t>(n_vocab) * sizeof(float));
   for (const auto& [id, bias] : p.logit_bias)
     if (id >= 0 && id < n_vocab) out[id] += bias;
-  if (p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
-  std::vector<int32_t> sorted(generated, generated + n_generated);
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-    const int32_t id = sorted[i];
-    if (id >= 0 && id < n_vocab) out[id] -= static_cast<float>(j - i) * p.frequency_penalty + p.presence_penalty;
-    i = j;
+  // Per-id counts over a range of tokens, O(range) (no sort of a long prompt per token): the
+  // ids touched are listed, and their counts set back to zero after use.
+  thread_local std::vector<int32_t> count;
+  thread_local std::vector<int32_t> touched;
+  if (count.size() < static_cast<size_t>(n_vocab)) count.assign(static_cast<size_t>(n_vocab), 0);
+  const auto tally = [&](size_t from) {
+    touched.clear();
+    for (size_t i = from; i < n_tokens; ++i) {
+      const int32_t id = tokens[i];
+      if (id >= 0 && id < n_vocab && count[id]++ == 0) touched.push_back(id);
+    }
+  };
+  if (p.repetition_penalty != 1.0f) {
+    const size_t n = static_cast<size_t>(p.repetition_last_n);
+    tally(p.repetition_last_n > 0 && n < n_tokens ? n_tokens - n : 0);
+    for (const int32_t id : touched) {
+      out[id] = out[id] > 0.0f ? out[id] / p.repetition_penalty : out[id] * p.repetition_penalty;
+      count[id] = 0;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    tally(std::min(first_generated, n_tokens));
+    for (const int32_t id : touched) {
+      out[id] -= static_cast<float>(count[id]) * p.frequency_penalty + p.presence_penalty;
+      count[id] = 0;
+    }
   }
 }
 

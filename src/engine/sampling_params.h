@@ -33,9 +33,21 @@ struct SamplingParams {
   /// OpenAI's logit_bias: (token id, bias in [-100, 100]) added to that token's logit
   /// before sampling. Logprobs stay those of the raw model (see token_logprobs).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  /// The repetition penalty of Keskar et al. 2019 (CTRL), as vLLM's `repetition_penalty` and
+  /// llama.cpp's `repeat_penalty`: the logit l of every token that occurs among the last
+  /// `repetition_last_n` tokens of the sequence (prompt and output; 0 ⇒ all of them) becomes
+  /// l / penalty if l > 0, else l × penalty. > 0; 1 ⇒ off.
+  float repetition_penalty = 1.0f;
+  int repetition_last_n = 0;
+  /// min-p sampling (Nguyen et al. 2024, as vLLM): a token is a candidate only if its
+  /// probability at `temperature` is at least min_p × the most likely token's. In [0, 1];
+  /// 0 ⇒ off. Applied before top_k and top_p; no effect when greedy.
+  float min_p = 0.0f;
 
   /// Whether sampling sees other logits than the model's (penalties or a bias).
-  bool adjusts_logits() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty(); }
+  bool adjusts_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty();
+  }
 
   /// The parameters of choice `k` (0-based) of a request with n > 1 choices: a given seed
   /// becomes seed + k, so each choice is reproducible and differs from its siblings.

@@ -146,6 +146,41 @@ std::optional<ApiError> parse_stop(const json& obj, std::vector<std::string>& ou
   return std::nullopt;
 }
 
+/// The sampler extensions of vLLM and llama.cpp's server (engine::SamplingParams):
+/// `repetition_penalty` (vLLM: over the whole prompt and output) or `repeat_penalty`
+/// (llama.cpp: over the last `repeat_last_n` tokens, 64 unless given; -1 ⇒ all, 0 ⇒ off),
+/// in [0.001, 100] and 1 ⇒ off; `min_p` in [0, 1]. `typical_p` is refused unless 1 (not implemented).
+std::optional<ApiError> parse_sampler_extensions(const json& obj, engine::SamplingParams& params) {
+  std::optional<double> vllm, llama;
+  PDS_TRY(read_number(obj, "repetition_penalty", vllm));
+  PDS_TRY(read_number(obj, "repeat_penalty", llama));
+  // Bounded so that l / r and l · r stay finite floats.
+  if (vllm && !(*vllm >= 1e-3 && *vllm <= 100.0))
+    return value_error("repetition_penalty", "a number between 0.001 and 100 (1 = off)", obj["repetition_penalty"]);
+  if (llama && !(*llama >= 1e-3 && *llama <= 100.0))
+    return value_error("repeat_penalty", "a number between 0.001 and 100 (1 = off)", obj["repeat_penalty"]);
+  if (vllm && llama && *vllm != *llama)
+    return bad_request("'repetition_penalty' and 'repeat_penalty' name the same penalty; give one of them.", "repeat_penalty");
+  std::optional<int64_t> last_n;
+  PDS_TRY(read_int(obj, "repeat_last_n", last_n));
+  if (last_n && *last_n < -1) return value_error("repeat_last_n", "-1 (the whole sequence), 0 (off) or a positive integer", obj["repeat_last_n"]);
+  if (vllm || llama) {
+    params.repetition_penalty = static_cast<float>(vllm ? *vllm : *llama);
+    params.repetition_last_n = llama ? 64 : 0;  // each server's default window
+  }
+  if (last_n) params.repetition_last_n = *last_n == -1 ? 0 : clamp_int(*last_n);
+  if (last_n && *last_n == 0) params.repetition_penalty = 1.0f;  // llama.cpp: 0 disables it
+  std::optional<double> min_p;
+  PDS_TRY(read_number(obj, "min_p", min_p));
+  if (min_p && !(*min_p >= 0.0 && *min_p <= 1.0)) return value_error("min_p", "a number between 0 and 1", obj["min_p"]);
+  if (min_p) params.min_p = static_cast<float>(*min_p);
+  std::optional<double> typical_p;
+  PDS_TRY(read_number(obj, "typical_p", typical_p));
+  if (typical_p && *typical_p != 1.0)
+    return unsupported("typical_p", "'typical_p' is not supported by this server; omit it or set it to 1.");
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   std::optional<std::string> model;
   PDS_TRY(read_string(obj, "model", model));
@@ -254,18 +289,7 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
     if (p && (*p < -2.0 || *p > 2.0)) return value_error(name, "a number between -2 and 2", obj[name]);
     if (p) *out = static_cast<float>(*p);
   }
-  // Common sampler extensions (vLLM, llama.cpp server) we do not implement: refused unless
-  // neutral, so a client never believes they were applied.
-  for (auto [name, neutral] : {std::pair<const char*, double>{"min_p", 0.0}, {"repetition_penalty", 1.0},
-                               {"repeat_penalty", 1.0}, {"typical_p", 1.0}}) {
-    std::optional<double> v;
-    PDS_TRY(read_number(obj, name, v));
-    if (v && *v != neutral) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", neutral);
-      return unsupported(name, std::string("'") + name + "' is not supported by this server; omit it or set it to " + buf + ".");
-    }
-  }
+  PDS_TRY(parse_sampler_extensions(obj, r.params));
   // OpenAI's logit_bias: {"token id": bias in [-100, 100]}; the engine checks the ids
   // against the vocabulary.
   if (const json* lb = field(obj, "logit_bias"); lb && !lb->is_null()) {

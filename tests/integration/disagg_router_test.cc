@@ -255,7 +255,16 @@ TEST_F(DisaggRouter, TokensAndLogprobsMatchServe) {
     // is sampled on the prefill worker).
     if (i == 4) body.update({{"frequency_penalty", 1.5}, {"presence_penalty", 0.5}});
     if (i == 5) body.update({{"logit_bias", {{"400", 6}, {"13", -100}}}, {"temperature", 0.7}, {"seed", 3}});
+    // The repetition penalty (over the prompt too, so the prefill worker's first token
+    // feels it) and min_p; each changes serve's answer, so the workers must apply them.
+    if (i == 3) body.update({{"temperature", 1.2}, {"seed", 5}});
+    json plain = body;
+    if (i == 2) body.update({{"repetition_penalty", 3.0}});
+    if (i == 3) body.update({{"repeat_penalty", 2.0}, {"repeat_last_n", 6}, {"min_p", 0.2}});
     const json want = post(serve(), "/v1/completions", body);
+    if (i == 2 || i == 3) {
+      EXPECT_NE(post(serve(), "/v1/completions", plain)["choices"][0]["text"], want["choices"][0]["text"]) << body.dump();
+    }
     const json got = post(router(), "/v1/completions", body);
     const json& wl = want["choices"][0]["logprobs"];
     const json& gl = got["choices"][0]["logprobs"];

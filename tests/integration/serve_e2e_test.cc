@@ -192,7 +192,8 @@ TEST_F(ServeE2E, LogprobsEndWithTheTextAStopStringCut) {
 // OpenAI's presence / frequency penalties and logit_bias act on the sampled tokens: a
 // frequency penalty cuts repetition, a negative presence penalty adds to it, a +100 bias
 // makes greedy decoding write that token only, a -100 bias on the greedy first token
-// removes it; and a penalised, seeded request gives its standalone output in a batch.
+// removes it; the repetition penalty and min_p (vLLM, llama.cpp) act as theirs; and a
+// penalised, seeded request gives its standalone output in a batch.
 TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
   auto f = gguf::GgufFile::open("../shared/models/stories260K.gguf");
   ASSERT_TRUE(f.ok());
@@ -242,12 +243,38 @@ TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
     EXPECT_NE(err["error"]["message"].get<std::string>().find("not in the vocabulary"), std::string::npos) << err.dump();
   }
 
+  // The repetition penalty (vLLM's name: the whole prompt and output): at 100 no token of
+  // the prompt or the output so far comes again; llama.cpp's name with a window of 1 token
+  // only stops the last one from repeating, so it gives another text.
+  json rep = base;
+  rep["repetition_penalty"] = 100;
+  const auto [rtext, rtoks] = tokens_of(rep);
+  EXPECT_GT(repeats(plain_toks), 0u);
+  EXPECT_EQ(repeats(rtoks), 0u) << rtext;
+  for (const json& t : rtoks) EXPECT_EQ(std::string(base["prompt"]).find(t.get<std::string>() + " "), std::string::npos) << rtext;
+  json window = base;
+  window["repeat_penalty"] = 100;
+  window["repeat_last_n"] = 1;
+  const auto [wtext, wtoks] = tokens_of(window);
+  EXPECT_NE(wtext, rtext);
+  for (size_t i = 1; i < wtoks.size(); ++i) EXPECT_NE(wtoks[i], wtoks[i - 1]) << wtext;
+  // min_p = 1 leaves only the most likely token: sampling at any temperature is greedy.
+  for (const json& b : {base, rep}) {
+    json hot = b;
+    hot["temperature"] = 1.5;
+    hot["seed"] = 3;
+    hot["min_p"] = 1;
+    EXPECT_EQ(tokens_of(hot).first, tokens_of(b).first) << hot.dump();
+    hot["min_p"] = 0;
+    EXPECT_NE(tokens_of(hot).first, tokens_of(b).first) << "temperature 1.5 without min_p should differ from greedy";
+  }
+
   // Seeded, penalised, biased: each alone, then all at once.
   std::vector<json> bodies;
   for (int i = 0; i < 6; ++i)
     bodies.push_back({{"prompt", i % 2 ? "Once upon a time" : "The little dog"}, {"max_tokens", 32}, {"temperature", 0.9},
                       {"seed", 40 + i}, {"presence_penalty", 0.3 * i - 0.6}, {"frequency_penalty", 0.25 * i},
-                      {"logit_bias", {{"400", i}, {"13", -i}}}});
+                      {"logit_bias", {{"400", i}, {"13", -i}}}, {"repetition_penalty", 0.9 + 0.1 * i}, {"min_p", 0.02 * i}});
   std::vector<std::string> alone;
   for (const json& b : bodies) alone.push_back(post("/v1/completions", b)["choices"][0]["text"]);
   std::vector<std::future<std::string>> together;

@@ -48,6 +48,10 @@ std::vector<json> bodies() {
   out.push_back({{"prompt", prompts[1]}, {"max_tokens", 40}, {"temperature", 0}, {"frequency_penalty", 1.5}});
   out.push_back({{"prompt", prompts[2]}, {"max_tokens", 40}, {"temperature", 0.8}, {"seed", 7}, {"presence_penalty", 1.0},
                  {"frequency_penalty", -0.5}, {"logit_bias", {{"400", 4}, {"13", -100}}}});
+  // The repetition penalty's window (here the last 16 tokens) slides over accepted drafts.
+  out.push_back({{"prompt", prompts[0]}, {"max_tokens", 40}, {"temperature", 0}, {"repetition_penalty", 1.3}});
+  out.push_back({{"prompt", prompts[1]}, {"max_tokens", 40}, {"temperature", 0.9}, {"seed", 8}, {"repeat_penalty", 1.5},
+                 {"repeat_last_n", 16}, {"min_p", 0.1}});
   return out;
 }
 

@@ -180,18 +180,80 @@ TEST(Sampler, AdjustLogitsAppliesPenaltiesOverGeneratedTokensAndTheBias) {
   p.frequency_penalty = 0.5f;
   p.presence_penalty = 0.25f;
   p.logit_bias = {{4, -10.f}, {0, 2.f}, {9, 100.f}};
-  const std::vector<int32_t> generated = {2, 3, 2, 2, 7, -1};
+  // A prompt of {4, 4, 1}, then the generated tokens: the prompt does not count.
+  const std::vector<int32_t> generated = {4, 4, 1, 2, 3, 2, 2, 7, -1};
   std::vector<float> out(5);
-  adjust_logits(logits.data(), 5, p, generated.data(), generated.size(), out.data());
+  adjust_logits(logits.data(), 5, p, generated.data(), generated.size(), 3, out.data());
   EXPECT_EQ(out, (std::vector<float>{3.f, 2.f, 3.f - 1.5f - 0.25f, 4.f - 0.5f - 0.25f, -5.f}));
   EXPECT_EQ(logits, (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
   EXPECT_TRUE(p.adjusts_logits());
   EXPECT_FALSE(SamplingParams().adjusts_logits());
   // The same tokens in another order give the same logits.
-  const std::vector<int32_t> shuffled = {7, 2, -1, 2, 3, 2};
+  const std::vector<int32_t> shuffled = {1, 4, 4, 7, 2, -1, 2, 3, 2};
   std::vector<float> again(5);
-  adjust_logits(logits.data(), 5, p, shuffled.data(), shuffled.size(), again.data());
+  adjust_logits(logits.data(), 5, p, shuffled.data(), shuffled.size(), 3, again.data());
   EXPECT_EQ(again, out);
+  // Called again (the counts are per call, not carried over).
+  adjust_logits(logits.data(), 5, p, shuffled.data(), shuffled.size(), 3, again.data());
+  EXPECT_EQ(again, out);
+}
+
+// CTRL's repetition penalty (vLLM, llama.cpp): l / r for l > 0, l · r otherwise, once per id
+// among the last n tokens of prompt and output (0 ⇒ all); before the OpenAI penalties.
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOfTheWindow) {
+  const std::vector<float> logits = {2.f, -2.f, 4.f, 0.f, 6.f, 8.f};
+  SamplingParams p;
+  p.repetition_penalty = 2.f;
+  EXPECT_TRUE(p.adjusts_logits());
+  const std::vector<int32_t> tokens = {5, 0, 1, 1, 2, 3, 2};  // prompt {5, 0, 1}, output {1, 2, 3, 2}
+  std::vector<float> out(6);
+  adjust_logits(logits.data(), 6, p, tokens.data(), tokens.size(), 3, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1.f, -4.f, 2.f, 0.f, 6.f, 4.f}));  // the prompt counts too
+  p.repetition_last_n = 4;  // {1, 2, 3, 2}
+  adjust_logits(logits.data(), 6, p, tokens.data(), tokens.size(), 3, out.data());
+  EXPECT_EQ(out, (std::vector<float>{2.f, -4.f, 2.f, 0.f, 6.f, 8.f}));
+  p.repetition_last_n = 100;  // longer than the sequence: all of it
+  adjust_logits(logits.data(), 6, p, tokens.data(), tokens.size(), 3, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1.f, -4.f, 2.f, 0.f, 6.f, 4.f}));
+  // Then the frequency penalty over the output: token 2 (4 / 2 - 2·1) and 1 (-4 - 1).
+  p.repetition_last_n = 0;
+  p.frequency_penalty = 1.f;
+  adjust_logits(logits.data(), 6, p, tokens.data(), tokens.size(), 3, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1.f, -5.f, 0.f, -1.f, 6.f, 4.f}));
+}
+
+// min-p (as vLLM): candidates at least min_p × the best one's probability at the temperature.
+TEST(Sampler, MinPKeepsOnlyTokensWithinItsRatioOfTheMostLikely) {
+  // Weights at T = 1: exp(0) = 1 for id 3, exp(-1) ≈ 0.37 for 0, exp(-2) ≈ 0.14 for 4,
+  // exp(-5) ≈ 0.0067 for 1 and 2.
+  const std::vector<float> logits = {4.f, 0.f, 0.f, 5.f, 3.f};
+  std::mt19937_64 rng(5);
+  SamplingParams p;
+  p.temperature = 1.f;
+  p.min_p = 0.2f;  // keeps {3, 0}
+  for (int cut = 0; cut < 3; ++cut) {  // in id order; with top_k (sorted); with top_p (sorted)
+    p.top_k = cut == 1 ? 4 : 0;
+    p.top_p = cut == 2 ? 0.999f : 1.f;
+    int seen[5] = {};
+    for (int i = 0; i < 2000; ++i) ++seen[sample_token(logits.data(), 5, p, rng)];
+    EXPECT_EQ(seen[1] + seen[2] + seen[4], 0) << cut;
+    EXPECT_NEAR(seen[0] / 2000.0, std::exp(-1.0) / (1 + std::exp(-1.0)), 0.04) << cut;
+  }
+  p.top_k = 0;
+  p.top_p = 1.f;
+  p.temperature = 2.f;  // at T = 2 id 4's ratio is exp(-1) ≈ 0.37 ≥ 0.2: a candidate again
+  int four = 0;
+  for (int i = 0; i < 2000; ++i) four += sample_token(logits.data(), 5, p, rng) == 4;
+  EXPECT_GT(four, 100);
+  p.min_p = 1.f;  // only the most likely
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(sample_token(logits.data(), 5, p, rng), 3);
+  p.min_p = 0.f;  // off: ids 1 and 2 (≈ 7.7 % together at T = 2) are drawn again
+  int low = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int t = sample_token(logits.data(), 5, p, rng);
+    low += t == 1 || t == 2;
+  }
+  EXPECT_GT(low, 60);
 }
 
 TEST(Sequence, ForkCopiesTheRequestStateButNoKvAndNothingGenerated) {

@@ -233,10 +233,37 @@ TEST(ServerProtocol, SamplingRanges) {
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"-1", 1}}}}), "logit_bias", "not a token id");
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"99999999999", 1}}}}), "logit_bias", "not a token id");
   // vLLM / llama.cpp sampler extensions: refused unless neutral, never silently ignored.
-  expect_error(completion({{"prompt", "x"}, {"min_p", 0.05}}), "min_p", "not supported");
-  expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 1.1}}), "repetition_penalty", "not supported");
-  expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1.1}}), "repeat_penalty", "not supported");
-  EXPECT_TRUE(completion({{"prompt", "x"}, {"min_p", 0}, {"repetition_penalty", 1}, {"typical_p", 1.0}}).ok());
+  // vLLM's and llama.cpp's sampler extensions: the repetition penalty (vLLM's over the whole
+  // sequence, llama.cpp's over the last repeat_last_n = 64 tokens) and min_p.
+  auto vllm = completion({{"prompt", "x"}, {"repetition_penalty", 1.1}, {"min_p", 0.05}});
+  ASSERT_TRUE(vllm.ok());
+  EXPECT_FLOAT_EQ(vllm.request.params.repetition_penalty, 1.1f);
+  EXPECT_EQ(vllm.request.params.repetition_last_n, 0);
+  EXPECT_FLOAT_EQ(vllm.request.params.min_p, 0.05f);
+  auto llama = completion({{"prompt", "x"}, {"repeat_penalty", 1.3}});
+  ASSERT_TRUE(llama.ok());
+  EXPECT_FLOAT_EQ(llama.request.params.repetition_penalty, 1.3f);
+  EXPECT_EQ(llama.request.params.repetition_last_n, 64);
+  auto window = completion({{"prompt", "x"}, {"repeat_penalty", 1.3}, {"repeat_last_n", 16}});
+  ASSERT_TRUE(window.ok());
+  EXPECT_EQ(window.request.params.repetition_last_n, 16);
+  auto whole = completion({{"prompt", "x"}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole.request.params.repetition_last_n, 0);
+  auto none = completion({{"prompt", "x"}, {"repeat_penalty", 1.3}, {"repeat_last_n", 0}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none.request.params.adjusts_logits()) << "llama.cpp: a window of 0 turns it off";
+  EXPECT_TRUE(completion({{"prompt", "x"}, {"repetition_penalty", 1.2}, {"repeat_penalty", 1.2}}).ok());
+  expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 1.2}, {"repeat_penalty", 1.1}}), "repeat_penalty", "give one");
+  expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 0}}), "repetition_penalty", "between 0.001 and 100");
+  expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1e9}}), "repeat_penalty", "between 0.001 and 100");
+  expect_error(completion({{"prompt", "x"}, {"repeat_last_n", -2}}), "repeat_last_n", "-1");
+  expect_error(completion({{"prompt", "x"}, {"min_p", 1.5}}), "min_p", "between 0 and 1");
+  expect_error(completion({{"prompt", "x"}, {"min_p", "0.1"}}), "min_p", "expected a number");
+  expect_error(completion({{"prompt", "x"}, {"typical_p", 0.9}}), "typical_p", "not supported");
+  auto neutral = completion({{"prompt", "x"}, {"min_p", 0}, {"repetition_penalty", 1}, {"typical_p", 1.0}});
+  ASSERT_TRUE(neutral.ok());
+  EXPECT_FALSE(neutral.request.params.adjusts_logits());
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", json::object()}}).ok());
   EXPECT_TRUE(completion({{"prompt", "x"}, {"logit_bias", {{"5", 0}, {"7", 0.0}}}}).ok());
   expect_error(completion({{"prompt", "x"}, {"logit_bias", {{"5", "0"}}}}), "logit_bias", "between -100 and 100");
