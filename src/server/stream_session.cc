@@ -57,18 +57,29 @@ std::string StreamSession::closing() {
 
 void StreamSession::enable_tool_calls(ToolSyntax syntax) {
   tool_filters_.assign(static_cast<size_t>(streams_->size()), ToolCallStreamFilter(syntax));
+  tool_held_logprobs_.assign(static_cast<size_t>(streams_->size()), {});
 }
 
 std::string StreamSession::render_with_tools(int choice, const engine::StreamDelta& d) {
   std::string out;
   ToolCallStreamFilter& f = tool_filters_[choice];
+  // Logprobs go out with the text they cover: as it passes, or with the held text if that
+  // turns out to be text; a call has none (as a whole answer, apply_tool_calls).
+  std::vector<engine::TokenLogprob>& held = tool_held_logprobs_[choice];
+  if (want_logprobs_) {
+    std::vector<engine::TokenLogprob> lps = logprob_holds_[choice].take(d);
+    held.insert(held.end(), std::make_move_iterator(lps.begin()), std::make_move_iterator(lps.end()));
+  }
+  const auto content_chunk = [&](const std::string& text) {
+    json lp = held.empty() ? json(nullptr) : json{{"content", chat_logprob_content(held, piece_)}};
+    held.clear();
+    return sse_data(chat_chunk(meta_, choice, json{{"content", text}}, std::move(lp), engine::FinishReason::None, include_usage_));
+  };
   const std::string text = f.push(d.text);
-  if (!text.empty())
-    out += sse_data(chat_chunk(meta_, choice, json{{"content", text}}, nullptr, engine::FinishReason::None, include_usage_));
+  if (f.passing() && (!text.empty() || !held.empty())) out += content_chunk(text);
   if (d.finish == engine::FinishReason::None) return out;
   ParsedToolOutput p = f.finish(tool_call_id_prefix(meta_.id, choice));
-  if (p.content && !p.content->empty())
-    out += sse_data(chat_chunk(meta_, choice, json{{"content", *p.content}}, nullptr, engine::FinishReason::None, include_usage_));
+  if (p.content && (!p.content->empty() || !held.empty())) out += content_chunk(*p.content);
   if (!p.calls.empty()) {
     json calls = json::array();
     for (size_t k = 0; k < p.calls.size(); ++k) {

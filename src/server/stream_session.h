@@ -61,6 +61,8 @@ class StreamSession {
   std::vector<Utf8CharCounter> text_chars_;  // per choice: its text so far, for text_offset
   std::vector<LogprobHold> logprob_holds_;   // per choice: logprobs given out with their text
   std::vector<ToolCallStreamFilter> tool_filters_;  // per choice; empty: no tools
+  // per choice, with tools: logprobs of text the filter holds (given out if it is text)
+  std::vector<std::vector<engine::TokenLogprob>> tool_held_logprobs_;
   bool started_ = false;
   bool finished_ = false;
   std::chrono::steady_clock::time_point last_write_;

@@ -95,6 +95,8 @@ class ToolCallStreamFilter {
   std::string push(const std::string& delta_text);
   /// At the end: the held-back text parsed (content = text that was not a call).
   ParsedToolOutput finish(const std::string& id_prefix);
+  /// Whether text now passes through as it comes (the output began as plain text).
+  bool passing() const { return mode_ == 1; }
 
  private:
   ToolSyntax syntax_;

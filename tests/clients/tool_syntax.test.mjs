@@ -163,3 +163,54 @@ test('PD == monolithic with the Llama 3.1 syntax', async () => {
     assert.deepEqual(simple(viaPd.choices[0].message), simple(mono.choices[0].message));
   }
 });
+
+// Logprobs with tools: a text answer carries them streamed as whole (the same entries, each
+// with its text); a call carries none either way.
+async function streamedLogprobs(client, params) {
+  const s = await client.chat.completions.create({ ...params, stream: true });
+  let content = '';
+  let calls = 0;
+  const lps = [];
+  for await (const ch of s) {
+    const c = ch.choices[0];
+    if (!c) continue;
+    content += c.delta?.content ?? '';
+    calls += (c.delta?.tool_calls ?? []).length;
+    for (const e of c.logprobs?.content ?? []) lps.push(e);
+  }
+  return { content, calls, lps };
+}
+
+test('logprobs with tools: a text answer has the same logprobs streamed or not, a call has none', async () => {
+  let texts = 0;
+  let callsSeen = 0;
+  for (const [syntax, client] of [...Object.entries(clients), ['pd', pd]]) {
+    for (let seed = 0; seed < 4; seed++) {
+      for (const tool_choice of ['auto', 'none', 'required']) {
+        const p = {
+          model: NAME, max_tokens: 24, messages: [{ role: 'user', content: 'Say hello, or check the weather in Oslo.' }],
+          tools, tool_choice, logprobs: true, top_logprobs: 2, ...(seed === 0 ? { temperature: 0 } : { temperature: 1, seed }),
+        };
+        const res = await client.chat.completions.create(p);
+        const c = res.choices[0];
+        const s = await streamedLogprobs(client, p);
+        const what = `${syntax} seed ${seed} ${tool_choice}: ${JSON.stringify(c.message)}`;
+        if (c.message.content === null) {
+          callsSeen++;
+          assert.equal(c.logprobs, null, what);
+          assert.deepEqual(s.lps, [], what);
+          assert.equal(s.content, '', what);
+          continue;
+        }
+        texts++;
+        assert.equal(s.content, c.message.content, what);
+        assert.equal(s.calls, 0, what);
+        assert.ok(c.logprobs.content.length > 0, what);
+        const bytes = Buffer.from(c.logprobs.content.flatMap((e) => e.bytes));
+        assert.equal(bytes.toString('utf8'), c.message.content, `${what}: the logprobs spell the text`);
+        assert.deepEqual(s.lps, c.logprobs.content, what);
+      }
+    }
+  }
+  assert.ok(texts >= 4 && callsSeen >= 4, `texts ${texts}, calls ${callsSeen}: both kinds must be covered`);
+});
