@@ -56,6 +56,14 @@ void add_http_options(CLI::App& cmd, HttpArgs& a) {
   cmd.add_option("--chat-template-file", a.chat_template_file,
                  "Jinja chat template file used instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
+  cmd.add_option("--chat-template-kwargs", a.chat_template_kwargs,
+                 "JSON object of extra chat template variables for every request, e.g. "
+                 "'{\"enable_thinking\": false}'; a request's chat_template_kwargs add to them and win")
+      ->check([](const std::string& s) {
+        nlohmann::ordered_json j = nlohmann::ordered_json::parse(s, nullptr, false);
+        if (j.is_discarded()) return std::string("not a JSON text: ") + s;
+        return tokenizer::template_kwargs_error(j);
+      });
   cmd.add_option("--chat-template-date", a.chat_template_date,
                  "date chat templates see (strftime_now, date_string), YYYY-MM-DD; default: today (UTC)")
       ->check([](const std::string& s) {
@@ -91,6 +99,7 @@ int serve_http(engine::Engine& engine, const HttpArgs& a) {
     }
   }
   if (!a.chat_template_date.empty()) tokenizer::parse_utc_date(a.chat_template_date, &sc.chat_template_now);
+  if (!a.chat_template_kwargs.empty()) sc.chat_template_kwargs = nlohmann::ordered_json::parse(a.chat_template_kwargs);
   if (!a.auth_file.empty()) {
     auto cfg = gateway::load_auth_file(a.auth_file);
     if (!cfg.ok()) {

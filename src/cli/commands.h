@@ -66,6 +66,7 @@ struct HttpArgs {
   size_t max_grammar_states = 1000000;  // --max-grammar-states
   std::string chat_template_file;  // --chat-template-file
   std::string chat_template_date;  // --chat-template-date YYYY-MM-DD (empty: today, UTC)
+  std::string chat_template_kwargs;  // --chat-template-kwargs: a JSON object (empty: none)
 };
 /// Adds --host, --port, --http-threads, --api-key.
 void add_http_options(CLI::App& cmd, HttpArgs& a);

@@ -38,12 +38,14 @@ size_t bytes_per_token_bound(const tokenizer::Tokenizer& tok) {
 
 PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok,
                              tokenizer::ChatTemplateKind chat_template,
-                             std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja, std::time_t template_now)
+                             std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja, std::time_t template_now,
+                             json template_kwargs)
     : tok_(tok),
       chat_template_(chat_template),
       jinja_(std::move(jinja)),
       template_syntax_(jinja_ ? detect_tool_syntax(jinja_->source()) : ToolSyntax::kWrapper),
       template_now_(template_now),
+      template_kwargs_(std::move(template_kwargs)),
       bos_text_(vocab_piece(tok.vocab(), tok.vocab().bos_id)),
       eos_text_(vocab_piece(tok.vocab(), tok.vocab().eos_id)),
       max_bytes_per_token_(bytes_per_token_bound(tok)) {}
@@ -100,10 +102,13 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
         messages.insert(messages.begin(), json{{"role", "system"}, {"content", tool_syntax_instructions()}});
     }
     const bool strip = tok_.vocab().add_bos;
+    json kwargs = template_kwargs_;
+    if (req.chat_template_kwargs.is_object())
+      for (const auto& [name, value] : req.chat_template_kwargs.items()) kwargs[name] = value;
     try {
       std::vector<tokenizer::TextSpan> spans;
       std::string text = jinja_->apply_with_spans(messages, tools, add_generation_prompt,
-                                                  template_now_ ? template_now_ : std::time(nullptr), strip, &spans);
+                                                  template_now_ ? template_now_ : std::time(nullptr), strip, &spans, kwargs);
       if (bos_stripped) *bos_stripped = strip && !bos_text_.empty();
       if (content) *content = std::move(spans);
       if (tool_syntax) *tool_syntax = syntax;

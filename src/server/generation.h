@@ -28,8 +28,11 @@ class PromptEncoder {
   /// `jinja` (optional): the model's own chat template, rendered for chat requests with
   /// `template_now` as the date it sees; when it fails for a request, the reason is
   /// logged and `chat_template` (the built-in renderer) is used instead.
+  /// `template_kwargs` (an object, or null): the Jinja template's extra variables for every
+  /// request (--chat-template-kwargs); a request's chat_template_kwargs add to them and win.
   PromptEncoder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplateKind chat_template,
-                std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr, std::time_t template_now = 0);
+                std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr, std::time_t template_now = 0,
+                json template_kwargs = nullptr);
 
   /// Completions: each text prompt with add_bos = vocab().add_bos, parse_special = false;
   /// token prompts as given (ids checked against the vocabulary). Chat: the messages
@@ -76,6 +79,7 @@ class PromptEncoder {
   std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja_;
   ToolSyntax template_syntax_ = ToolSyntax::kWrapper;
   std::time_t template_now_ = 0;
+  json template_kwargs_;  // --chat-template-kwargs (null: none)
   std::string bos_text_, eos_text_;
   size_t max_bytes_per_token_ = 0;
 };

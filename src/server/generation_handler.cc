@@ -33,9 +33,9 @@ GenerationHandler::GenerationHandler(engine::Engine& engine,
                                      tokenizer::ChatTemplateKind chat_template,
                                      const std::atomic<bool>* stopping, RequestLimits limits,
                                      std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja,
-                                     std::time_t template_now, gateway::Gateway* gateway)
+                                     std::time_t template_now, gateway::Gateway* gateway, json template_kwargs)
     : engine_(engine),
-      encoder_(engine.tokenizer(), chat_template, std::move(jinja), template_now),
+      encoder_(engine.tokenizer(), chat_template, std::move(jinja), template_now, std::move(template_kwargs)),
       stopping_(stopping),
       limits_(limits),
       gateway_(gateway) {}

@@ -20,10 +20,11 @@ class GenerationHandler {
   /// `stopping` (may be null) is set when the server shuts down; running requests are
   /// then aborted.
   /// `gateway` (may be null: no classes, limits or keys) admits each request.
+  /// `template_kwargs`: see PromptEncoder.
   GenerationHandler(engine::Engine& engine, tokenizer::ChatTemplateKind chat_template,
                     const std::atomic<bool>* stopping, RequestLimits limits = {},
                     std::shared_ptr<const tokenizer::JinjaChatTemplate> jinja = nullptr,
-                    std::time_t template_now = 0, gateway::Gateway* gateway = nullptr);
+                    std::time_t template_now = 0, gateway::Gateway* gateway = nullptr, json template_kwargs = nullptr);
 
   /// POST /apply-template: {messages, tools?, add_generation_prompt?} → {"prompt": text},
   /// the chat prompt as /v1/chat/completions would render it (llama.cpp's endpoint).

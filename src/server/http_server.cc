@@ -126,7 +126,7 @@ struct HttpServer::Impl {
         chat_template(detect_template(template_source(e, cfg))),
         jinja(load_jinja(e, cfg)),
         gw(cfg.gateway ? cfg.gateway : std::make_shared<gateway::Gateway>()),
-        generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now, gw.get()),
+        generation(e, chat_template, &stopping, cfg.request_limits, jinja, cfg.chat_template_now, gw.get(), cfg.chat_template_kwargs),
         svr(connection_limits(cfg)) {
     if (!cfg.metrics_only) log_chat_template();
     setup_routes();

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "server/request_limits.h"
@@ -28,6 +30,7 @@ struct ServerConfig {
   RequestLimits request_limits;         // --max-json-depth, --max-stop-length, --max-prompt-tokens
   std::string chat_template_override;   // --chat-template-file: its text replaces the model's template
   std::time_t chat_template_now = 0;    // --chat-template-date (00:00 UTC); 0 ⇒ the current time
+  nlohmann::ordered_json chat_template_kwargs;  // --chat-template-kwargs: template variables (null: none)
   /// --auth-file: keys, tenants, limits and classes (reloaded on SIGHUP); null ⇒ an open
   /// gateway (no keys; a request's `slo_class` field is honoured).
   std::shared_ptr<gateway::Gateway> gateway;

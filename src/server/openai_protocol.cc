@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "server/structured_output.h"
+#include "tokenizer/chat_jinja.h"
 
 namespace pdserve::server {
 namespace {
@@ -507,10 +508,32 @@ std::optional<ApiError> parse_messages(const json& obj, std::vector<tokenizer::C
   return std::nullopt;
 }
 
+/// `chat_template_kwargs` (vLLM, llama.cpp): a JSON object of template variables or null;
+/// OpenAI's `reasoning_effort` becomes the template variable of that name (as vLLM and
+/// llama.cpp pass it, e.g. to gpt-oss's template) unless chat_template_kwargs sets it.
+std::optional<ApiError> parse_chat_template_kwargs(const json& obj, json& out) {
+  if (const json* k = field(obj, "chat_template_kwargs"); k && !k->is_null()) {
+    if (!k->is_object()) return type_error("chat_template_kwargs", "an object", *k);
+    if (std::string why = tokenizer::template_kwargs_error(*k); !why.empty())
+      return bad_request("Invalid 'chat_template_kwargs': " + why + ".", "chat_template_kwargs");
+    out = *k;
+  }
+  std::optional<std::string> effort;
+  PDS_TRY(read_string(obj, "reasoning_effort", effort));
+  if (effort) {
+    static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts))
+      return value_error("reasoning_effort", "one of 'none', 'minimal', 'low', 'medium', 'high', 'xhigh'", obj["reasoning_effort"]);
+    if (!out.is_object() || !out.contains("reasoning_effort")) out["reasoning_effort"] = *effort;
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r,
                                           uint64_t max_grammar_states = kDefaultMaxGrammarStates) {
   r.endpoint = Endpoint::ChatCompletions;
   PDS_TRY(parse_messages(obj, r.messages, &r.template_messages));
+  PDS_TRY(parse_chat_template_kwargs(obj, r.chat_template_kwargs));
   PDS_TRY(parse_common(obj, r));
 
   r.params.max_tokens = -1;
@@ -601,6 +624,7 @@ ParsedRequest parse_apply_template_request(std::string_view body) {
   return parse_text(body, [](const json& obj, GenerationRequest& r) -> std::optional<ApiError> {
     r.endpoint = Endpoint::ChatCompletions;
     PDS_TRY(parse_messages(obj, r.messages, &r.template_messages));
+    PDS_TRY(parse_chat_template_kwargs(obj, r.chat_template_kwargs));
     std::optional<bool> agp;
     PDS_TRY(read_bool(obj, "add_generation_prompt", agp));
     r.add_generation_prompt = agp.value_or(true);

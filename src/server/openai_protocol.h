@@ -56,6 +56,9 @@ struct GenerationRequest {
   /// name — before `messages` got the tool wire format and the tools system prompt.
   json template_messages = json::array();
   json template_tools;                           // chat: the request's `tools` as sent (null if none)
+  /// Chat: more variables for a Jinja chat template (vLLM's and llama.cpp's
+  /// chat_template_kwargs, e.g. {"enable_thinking": false}); null if none.
+  json chat_template_kwargs;
   bool add_generation_prompt = true;             // /apply-template's add_generation_prompt
 
   bool want_logprobs() const { return params.top_logprobs >= 0; }

@@ -77,8 +77,15 @@ std::string JinjaChatTemplate::try_render(const ordered_json& messages, const or
   }
 }
 
+std::string template_kwargs_error(const ordered_json& kwargs) {
+  if (!kwargs.is_object()) return "expected a JSON object of template variables";
+  for (const char* name : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+    if (kwargs.contains(name)) return std::string("'") + name + "' is set by the server, not by chat_template_kwargs";
+  return "";
+}
+
 std::string JinjaChatTemplate::render_raw(const ordered_json& messages, const ordered_json& tools,
-                                          bool add_generation_prompt, std::time_t now) const {
+                                          bool add_generation_prompt, std::time_t now, const ordered_json& kwargs) const {
   using jinja::Value;
   jinja::ValueDict vars;
   vars.set("messages", Value::from_json(messages));
@@ -91,6 +98,8 @@ std::string JinjaChatTemplate::render_raw(const ordered_json& messages, const or
   char buf[64];
   std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
   vars.set("date_string", Value(std::string(buf)));
+  if (kwargs.is_object())
+    for (const auto& [name, value] : kwargs.items()) vars.set(name, Value::from_json(value));
   jinja::RenderOptions opts;
   opts.now = now;
   return tmpl_->render(vars, opts);
@@ -98,7 +107,7 @@ std::string JinjaChatTemplate::render_raw(const ordered_json& messages, const or
 
 std::string JinjaChatTemplate::apply(const ordered_json& messages_in, const ordered_json& tools,
                                      bool add_generation_prompt, std::time_t now, bool strip_bos,
-                                     bool* bos_stripped) const {
+                                     bool* bos_stripped, const ordered_json& kwargs) const {
   ordered_json messages = ordered_json::array();
   std::string pending_system;
   for (const auto& m0 : messages_in) {
@@ -131,7 +140,7 @@ std::string JinjaChatTemplate::apply(const ordered_json& messages_in, const orde
     messages.push_back(std::move(m));
   }
   if (!pending_system.empty()) messages.push_back({{"role", "user"}, {"content", pending_system}});
-  std::string out = render_raw(messages, tools, add_generation_prompt, now);
+  std::string out = render_raw(messages, tools, add_generation_prompt, now, kwargs);
   bool stripped = false;
   if (strip_bos && !bos_.empty() && out.compare(0, bos_.size(), bos_) == 0) {
     out.erase(0, bos_.size());
@@ -143,8 +152,8 @@ std::string JinjaChatTemplate::apply(const ordered_json& messages_in, const orde
 
 std::string JinjaChatTemplate::apply_with_spans(const ordered_json& messages, const ordered_json& tools,
                                                 bool add_generation_prompt, std::time_t now, bool strip_bos,
-                                                std::vector<TextSpan>* content_spans) const {
-  std::string real = apply(messages, tools, add_generation_prompt, now, strip_bos);
+                                                std::vector<TextSpan>* content_spans, const ordered_json& kwargs) const {
+  std::string real = apply(messages, tools, add_generation_prompt, now, strip_bos, nullptr, kwargs);
   if (!content_spans) return real;
   // U+E000 <index> U+E001: text no template inspects, strips or contains.
   const std::string open = "\xEE\x80\x80", close = "\xEE\x80\x81";
@@ -157,7 +166,7 @@ std::string JinjaChatTemplate::apply_with_spans(const ordered_json& messages, co
     contents.push_back(it->get<std::string>());
     *it = open + std::to_string(contents.size() - 1) + close;
   }
-  std::string mk = apply(marked, tools, add_generation_prompt, now, strip_bos);
+  std::string mk = apply(marked, tools, add_generation_prompt, now, strip_bos, nullptr, kwargs);
   // The marked rendering as the template's own text between markers: seg[0] idx[0] seg[1] ...
   std::vector<std::string> seg(1);
   std::vector<size_t> idx;

@@ -45,9 +45,12 @@ class JinjaChatTemplate {
   /// see (UTC). When `strip_bos` (the tokenizer adds BOS), a leading bos string is
   /// removed and *bos_stripped (optional) set. Throws jinja::TemplateError (e.g. the
   /// template's raise_exception) with line/column.
+  /// `kwargs` (an object, or null): more variables the template sees, e.g. Qwen3's
+  /// `enable_thinking` (vLLM's and llama.cpp's chat_template_kwargs; see
+  /// template_kwargs_error).
   std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                     bool add_generation_prompt, std::time_t now, bool strip_bos = false,
-                    bool* bos_stripped = nullptr) const;
+                    bool* bos_stripped = nullptr, const nlohmann::ordered_json& kwargs = nullptr) const;
 
   /// As apply(), and `content_spans` receives the byte ranges of the result that are
   /// message content (for Tokenizer::encode_chat, which parses special tokens only
@@ -56,11 +59,11 @@ class JinjaChatTemplate {
   /// the two renderings cannot be matched up.
   std::string apply_with_spans(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                bool add_generation_prompt, std::time_t now, bool strip_bos,
-                               std::vector<TextSpan>* content_spans) const;
+                               std::vector<TextSpan>* content_spans, const nlohmann::ordered_json& kwargs = nullptr) const;
 
  private:
   std::string render_raw(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                         bool add_generation_prompt, std::time_t now) const;
+                         bool add_generation_prompt, std::time_t now, const nlohmann::ordered_json& kwargs = nullptr) const;
   std::string try_render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools) const;
 
   std::unique_ptr<jinja::Template> tmpl_;
@@ -79,6 +82,12 @@ class JinjaChatTemplate {
 /// depends on the content).
 std::vector<TextSpan> content_spans_of(const std::string& real, const std::vector<std::string>& seg,
                                        const std::vector<size_t>& idx, const std::vector<std::string>& contents);
+
+/// Why `kwargs` cannot be a chat template's extra variables ("" when it can): it must be a
+/// JSON object, and may not set what the request itself gives the template (`messages`,
+/// `tools`, `add_generation_prompt`) or the model's `bos_token` / `eos_token`. Other names
+/// (e.g. `enable_thinking`, `date_string`) are set as given.
+std::string template_kwargs_error(const nlohmann::ordered_json& kwargs);
 
 /// Seconds since the epoch of YYYY-MM-DD at 00:00 UTC; false on a malformed date.
 bool parse_utc_date(const std::string& ymd, std::time_t* out);

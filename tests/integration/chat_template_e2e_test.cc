@@ -78,6 +78,51 @@ TEST(ChatTemplateE2E, ChatCompletionUsesTheTemplatePrompt) {
   EXPECT_NE(bad->body.find("messages"), std::string::npos);
 }
 
+// `--chat-template-kwargs` end to end: the gpt-oss template on stories260K at the
+// references' date renders every case of tests/data/chat_kwargs/cases.json as llama.cpp did,
+// with the server's default reasoning_effort where a case gives none; a chat completion's
+// prompt follows (a longer effort word, more prompt tokens).
+TEST(ChatTemplateE2E, ServerTemplateKwargsAreEveryRequestsDefault) {
+  std::ifstream f("tests/data/chat_kwargs/cases.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const ordered_json refs = ordered_json::parse(ss.str());
+  ServerProcess srv({"--chat-template-file", "../shared/templates/openai-gpt-oss-120b.jinja", "--chat-template-date",
+                     refs["render_date_utc"].get<std::string>(), "--chat-template-kwargs", R"({"reasoning_effort": "high"})"});
+  ASSERT_TRUE(srv.ready()) << srv.error();
+  auto cli = srv.client();
+  int checked = 0;
+  for (const auto& c : refs["cases"]) {
+    if (c["template"] != "openai-gpt-oss-120b") continue;
+    const bool own = c.contains("reasoning_effort") || !c.value("chat_template_kwargs", ordered_json::object()).empty();
+    ordered_json body = {{"messages", c["messages"]}};
+    for (const char* k : {"chat_template_kwargs", "reasoning_effort"})
+      if (c.contains(k)) body[k] = c[k];
+    auto res = cli.Post("/apply-template", body.dump(), "application/json");
+    ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "");
+    const std::string prompt = ordered_json::parse(res->body)["prompt"];
+    if (own) {
+      EXPECT_EQ(prompt, c["prompt"].get<std::string>()) << body.dump();
+      ++checked;
+    } else {  // the server's default: "high"
+      EXPECT_NE(prompt.find("Reasoning: high"), std::string::npos) << prompt;
+    }
+  }
+  EXPECT_GE(checked, 6);
+  auto tokens = [&](const char* effort) {
+    ordered_json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 1}, {"reasoning_effort", effort}};
+    auto r = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "");
+    return r && r->status == 200 ? ordered_json::parse(r->body)["usage"]["prompt_tokens"].get<int>() : -1;
+  };
+  EXPECT_GT(tokens("medium"), tokens("low"));
+  auto bad = cli.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})",
+                      "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("chat_template_kwargs"), std::string::npos);
+}
+
 TEST(ChatTemplateE2E, BadDateFlagIsAOneLineError) {
   std::string cmd = testing::pdserve_bin() + " serve --model " + kStoriesModel +
                     " --chat-template-date 2026-13-45 --port 0 2>&1";

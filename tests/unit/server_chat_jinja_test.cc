@@ -3,16 +3,19 @@
 // Phi-3 vocabulary and the Phi-3.5 template, a user message spelling <|end|> /
 // <|assistant|> gives the same control tokens as a harmless message, and the injected text
 // comes back from decoding as characters. A template failing for a request falls back to
-// the built-in renderer.
+// the built-in renderer. chat_template_kwargs and reasoning_effort reach the template as
+// the reference engine passes them (tests/data/chat_kwargs/cases.json).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "gguf/gguf.h"
 #include "server/generation.h"
+#include "server/openai_protocol.h"
 #include "tokenizer/chat_jinja.h"
 #include "tokenizer/tokenizer.h"
 
@@ -117,6 +120,79 @@ TEST(ChatJinja, FailingTemplateFallsBackToTheBuiltInRenderer) {
   PromptEncoder jinja_enc(*tok, tokenizer::ChatTemplateKind::ChatML, tmpl);
   PromptEncoder builtin(*tok, tokenizer::ChatTemplateKind::ChatML);
   EXPECT_EQ(ids_for(jinja_enc, "Hi"), ids_for(builtin, "Hi"));
+}
+
+// Each case of tests/data/chat_kwargs/cases.json (llama.cpp's /apply-template with
+// chat_template_kwargs or a top-level reasoning_effort: Qwen3 and SmolLM3 enable_thinking,
+// Granite thinking, gpt-oss reasoning_effort) parsed as an /apply-template body and rendered
+// by PromptEncoder at the recorded date: byte-identical.
+TEST(ChatJinja, TemplateKwargsAndReasoningEffortRenderAsTheReference) {
+  auto tok = load("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(tok);
+  const json refs = json::parse(slurp("tests/data/chat_kwargs/cases.json"));
+  std::time_t now;
+  ASSERT_TRUE(tokenizer::parse_utc_date(refs["render_date_utc"], &now));
+  std::map<std::string, std::shared_ptr<const tokenizer::JinjaChatTemplate>> templates;
+  std::set<std::string> prompts;
+  for (const json& c : refs["cases"]) {
+    const std::string name = c["template"];
+    auto& t = templates[name];
+    if (!t) t = std::make_shared<const tokenizer::JinjaChatTemplate>(slurp("../shared/templates/" + name + ".jinja"), "<s>", "</s>");
+    PromptEncoder enc(*tok, tokenizer::ChatTemplateKind::ChatML, t, now);
+    json body = {{"messages", c["messages"]}};
+    for (const char* k : {"chat_template_kwargs", "reasoning_effort"})
+      if (c.contains(k)) body[k] = c[k];
+    ParsedRequest p = parse_apply_template_request(body.dump());
+    ASSERT_TRUE(p.ok()) << p.error->message;
+    EXPECT_EQ(enc.render_chat_prompt(p.request, nullptr), c["prompt"].get<std::string>()) << body.dump();
+    prompts.insert(c["prompt"].get<std::string>());
+  }
+  EXPECT_EQ(templates.size(), 4u);
+  EXPECT_GE(prompts.size(), refs["cases"].size() - 8) << "the variables must change the prompts";
+}
+
+// --chat-template-kwargs: every request's defaults; a request's own keys win; chat requests
+// take them as /apply-template does; bad values are 400s naming the field.
+TEST(ChatJinja, ServerTemplateKwargsAreDefaultsARequestOverrides) {
+  auto tok = load("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(tok);
+  auto qwen3 = std::make_shared<const tokenizer::JinjaChatTemplate>(slurp("../shared/templates/Qwen-Qwen3-0.6B.jinja"), "<s>", "</s>");
+  PromptEncoder plain(*tok, tokenizer::ChatTemplateKind::ChatML, qwen3);
+  PromptEncoder no_think(*tok, tokenizer::ChatTemplateKind::ChatML, qwen3, 0, json{{"enable_thinking", false}});
+  const std::string think_off = "<think>\n\n</think>\n\n";
+  auto render = [&](const PromptEncoder& enc, json body) {
+    body["messages"] = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    body["max_tokens"] = 4;
+    ParsedRequest p = parse_chat_request(body.dump());
+    EXPECT_TRUE(p.ok()) << p.error->message;
+    return enc.render_chat_prompt(p.request, nullptr);
+  };
+  const auto ends_with = [](const std::string& s, const std::string& t) { return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0; };
+  EXPECT_FALSE(ends_with(render(plain, json::object()), think_off));
+  EXPECT_TRUE(ends_with(render(plain, {{"chat_template_kwargs", {{"enable_thinking", false}}}}), think_off));
+  EXPECT_TRUE(ends_with(render(no_think, json::object()), think_off));
+  EXPECT_FALSE(ends_with(render(no_think, {{"chat_template_kwargs", {{"enable_thinking", true}}}}), think_off));
+  EXPECT_TRUE(ends_with(render(no_think, {{"chat_template_kwargs", {{"other", 1}}}}), think_off));
+
+  const json msgs = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const auto& [body, param] : std::vector<std::pair<json, std::string>>{
+           {{{"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
+           {{{"chat_template_kwargs", {{"messages", json::array()}}}}, "chat_template_kwargs"},
+           {{{"chat_template_kwargs", {{"add_generation_prompt", false}}}}, "chat_template_kwargs"},
+           {{{"reasoning_effort", "extreme"}}, "reasoning_effort"},
+           {{{"reasoning_effort", 3}}, "reasoning_effort"}}) {
+    json b = body;
+    b["messages"] = msgs;
+    ParsedRequest p = parse_chat_request(b.dump());
+    ASSERT_FALSE(p.ok()) << b.dump();
+    EXPECT_EQ(p.error->param, param) << b.dump();
+    EXPECT_EQ(p.error->status, 400);
+  }
+  // reasoning_effort is a template variable unless chat_template_kwargs sets its own.
+  ParsedRequest both = parse_chat_request(json{{"messages", msgs}, {"reasoning_effort", "low"},
+                                               {"chat_template_kwargs", {{"reasoning_effort", "high"}}}}.dump());
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both.request.chat_template_kwargs["reasoning_effort"], "high");
 }
 
 }  // namespace
