@@ -42,7 +42,7 @@ std::optional<ApiError> check_api_key(const std::string& api_key,
 }
 
 bool path_requires_auth(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/apply-template";
+  return path.rfind("/v1/", 0) == 0 || path == "/apply-template" || path == "/tokenize" || path == "/detokenize";
 }
 
 }  // namespace pdserve::server

@@ -14,7 +14,8 @@ namespace pdserve::server {
 std::optional<ApiError> check_api_key(const std::string& api_key,
                                       const std::string& authorization_header);
 
-/// True for paths that need the key when one is configured (/v1/...).
+/// True for paths that need the key when one is configured (/v1/..., /apply-template,
+/// /tokenize, /detokenize).
 bool path_requires_auth(const std::string& path);
 
 }  // namespace pdserve::server

@@ -130,7 +130,7 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
     // Special tokens only in the template's text; message content is plain text.
     std::vector<tokenizer::TextSpan> content;
     bool bos_stripped = false;
-    const std::string text = render_chat_prompt(req, &content, &bos_stripped, true, tool_syntax);
+    const std::string text = render_chat_prompt(req, &content, &bos_stripped, req.add_generation_prompt, tool_syntax);
     if (auto err = check_bytes(text.size(), context_length, req)) return err;  // before tokenizing
     // Templates that spell BOS in text (e.g. Llama 3) must not get a second one (the
     // Jinja path already removed a leading BOS text, as llama.cpp does).

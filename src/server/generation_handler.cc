@@ -13,6 +13,7 @@
 #include "server/http_util.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
+#include "server/tokenize_api.h"
 
 namespace pdserve::server {
 namespace {
@@ -26,6 +27,25 @@ constexpr auto kAbortGrace = std::chrono::seconds(10);
 // kHeartbeatInterval, which is how a client's disconnect gets noticed.
 constexpr auto kHeartbeatAfter = std::chrono::milliseconds(1000);
 constexpr auto kHeartbeatInterval = std::chrono::milliseconds(250);
+
+/// A /tokenize or /detokenize body checked (depth, JSON, model) and answered by `fn`.
+template <typename Fn>
+void answer_tokenize(const std::string& body, httplib::Response& res, Fn&& fn, const RequestLimits& limits,
+                     const std::string& model) {
+  if (auto err = check_json_depth(body, limits.max_json_depth)) return send_error(res, *err);
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return send_error(res, bad_request(std::string("We could not parse the JSON body of your request: ") + e.what()));
+  }
+  if (j.is_object() && j.contains("model") && j["model"].is_string() && !j["model"].get<std::string>().empty() &&
+      j["model"].get<std::string>() != model)
+    return send_error(res, model_not_found(j["model"].get<std::string>()));
+  json out;
+  if (auto err = fn(j, out)) return send_error(res, *err);
+  send_json(res, 200, out);
+}
 
 }  // namespace
 
@@ -53,6 +73,17 @@ void GenerationHandler::apply_template(const std::string& body, httplib::Respons
   const GenerationRequest& r = parsed.request;
   const std::string prompt = encoder_.render_chat_prompt(r, nullptr, nullptr, r.add_generation_prompt);
   send_json(res, 200, json{{"prompt", prompt}});
+}
+
+void GenerationHandler::tokenize(const std::string& body, httplib::Response& res) const {
+  answer_tokenize(body, res, [&](const json& j, json& out) {
+    return tokenize_request(j, encoder_, engine_.tokenizer(), engine_.context_length(), out);
+  }, limits_, engine_.model_name());
+}
+
+void GenerationHandler::detokenize(const std::string& body, httplib::Response& res) const {
+  answer_tokenize(body, res, [&](const json& j, json& out) { return detokenize_request(j, engine_.tokenizer(), out); }, limits_,
+                  engine_.model_name());
 }
 
 std::optional<ApiError> GenerationHandler::admit(const GenerationRequest& r,

@@ -30,6 +30,11 @@ class GenerationHandler {
   /// the chat prompt as /v1/chat/completions would render it (llama.cpp's endpoint).
   void apply_template(const std::string& body, httplib::Response& res) const;
 
+  /// POST /tokenize and /detokenize (server/tokenize_api.h): a chat prompt's ids as a chat
+  /// completion would make them, a text's, or the text of ids.
+  void tokenize(const std::string& body, httplib::Response& res) const;
+  void detokenize(const std::string& body, httplib::Response& res) const;
+
   /// Serves one request whose JSON body is `body` (read by the caller, whatever the
   /// Content-Type: curl's -d sends form-encoded, which must not limit or parse it).
   void handle(Endpoint endpoint, const httplib::Request& req, const std::string& body, httplib::Response& res) const;

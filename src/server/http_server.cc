@@ -98,7 +98,9 @@ void restore_signal_handlers() {
 
 /// Allowed method of a known path (for 405), or nullptr for unknown paths.
 const char* allowed_method(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template") return "POST";
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template" || path == "/tokenize" ||
+      path == "/detokenize")
+    return "POST";
   if (path == "/health" || path == "/metrics" || path == "/engine/steps" || path == "/v1/models" ||
       path.rfind("/v1/models/", 0) == 0) {
     return "GET";
@@ -419,6 +421,12 @@ void HttpServer::Impl::setup_api_routes() {
     }));
   svr.Post("/apply-template", with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     generation.apply_template(body, res);
+  }));
+  svr.Post("/tokenize", with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    generation.tokenize(body, res);
+  }));
+  svr.Post("/detokenize", with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    generation.detokenize(body, res);
   }));
   // CORS preflight for browser clients: every header the client asks for is allowed (as
   // llama.cpp's server and vLLM's default do): SDKs add their own (the openai package sends

@@ -248,6 +248,18 @@ TEST_F(DisaggRouter, ThirtyTwoConcurrentGreedyRequestsMatchServe) {
   for (auto& f : futs) f.get();
 }
 
+// The router tokenizes as serve does (its own tokenizer and chat template).
+TEST_F(DisaggRouter, TokenizeAndDetokenizeMatchServe) {
+  const json msgs = json::array({{{"role", "user"}, {"content", kPrompts[1]}}});
+  for (const json& body : {json{{"prompt", kPrompts[0]}}, json{{"content", kPrompts[2]}, {"with_pieces", true}},
+                           json{{"messages", msgs}}}) {
+    const json want = post(serve(), "/tokenize", body);
+    EXPECT_EQ(post(router(), "/tokenize", body), want) << body.dump();
+  }
+  const json ids = post(serve(), "/tokenize", {{"prompt", kPrompts[3]}})["tokens"];
+  EXPECT_EQ(post(router(), "/detokenize", {{"tokens", ids}}), post(serve(), "/detokenize", {{"tokens", ids}}));
+}
+
 TEST_F(DisaggRouter, TokensAndLogprobsMatchServe) {
   for (size_t i = 0; i < 6; ++i) {
     json body = {{"prompt", kPrompts[i]}, {"max_tokens", 24}, {"temperature", 0}, {"logprobs", 3}};

@@ -301,7 +301,7 @@ TEST(HttpLimits, AChunkedBodyOverTheLimitIsRefused) {
   // Every POST route (/apply-template read its chunked body whole, past the limit).
   testing::ServerProcess srv({"--max-body-bytes", "4096"});
   ASSERT_TRUE(srv.ready()) << srv.error();
-  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/apply-template"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/apply-template", "/tokenize", "/detokenize"}) {
     testing::RawConnection c(srv.port());
     ASSERT_TRUE(c.ok());
     std::string req = std::string("POST ") + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -332,7 +332,7 @@ TEST(HttpLimits, AJsonBodySentAsFormDataIsReadWholeOnEveryPostRoute) {
   // multipart/form-data (curl -F) is not JSON: 415 on every POST route, and the unread body
   // is not read as a request (was a 500, bad_function_call: httplib hands such a body only
   // to a form-data callback pair).
-  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/apply-template"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/apply-template", "/tokenize", "/detokenize"}) {
     const std::string part = "--zz\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n{}\r\n--zz--\r\n";
     testing::RawConnection c(srv.port());
     ASSERT_TRUE(c.send(std::string("POST ") + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=zz\r\n"

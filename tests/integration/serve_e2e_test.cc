@@ -284,6 +284,46 @@ TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
   EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 
+// /tokenize and /detokenize (vLLM's and llama.cpp's shapes): a text's count is what
+// /v1/completions reports as prompt_tokens, a chat's what /v1/chat/completions reports, and
+// the ids are those the model was given (the completion of the ids equals that of the text);
+// detokenize gives the text back; bad input is a 400 and the server keeps serving.
+TEST_F(ServeE2E, TokenizeCountsWhatTheEndpointsFeedTheModel) {
+  const std::string text = "Once upon a time, Lily saw a big dog.";
+  const json tk = post("/tokenize", {{"prompt", text}});
+  const json comp = post("/v1/completions", {{"prompt", text}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(tk["count"], comp["usage"]["prompt_tokens"]);
+  EXPECT_EQ(tk["count"], tk["tokens"].size());
+  EXPECT_GT(tk["max_model_len"].get<int>(), 0);
+  const json by_ids = post("/v1/completions", {{"prompt", tk["tokens"]}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(by_ids["choices"][0]["text"], comp["choices"][0]["text"]);
+  // llama.cpp's shape: no BOS unless add_special; the pieces spell the text.
+  const json lk = post("/tokenize", {{"content", text}, {"with_pieces", true}});
+  ASSERT_EQ(lk["tokens"].size() + 1, tk["tokens"].size()) << "stories260K adds BOS";
+  std::string spelled;
+  for (const json& t : lk["tokens"]) spelled += t["piece"].get<std::string>();
+  EXPECT_EQ(spelled, " " + text) << "SPM's leading space";
+  std::vector<int> plain;
+  for (const json& t : lk["tokens"]) plain.push_back(t["id"]);
+  EXPECT_EQ(post("/detokenize", {{"tokens", plain}})["content"], " " + text);
+  EXPECT_EQ(post("/detokenize", {{"tokens", tk["tokens"]}})["prompt"], "<s> " + text) << "control tokens as their text";
+  EXPECT_EQ(post("/tokenize", {{"content", text}, {"add_special", true}})["tokens"], tk["tokens"]);
+  EXPECT_EQ(post("/tokenize", {{"prompt", ""}, {"add_special_tokens", false}})["count"], 0);
+  // A chat's prompt, as the chat endpoint renders it.
+  const json msgs = json::array({{{"role", "system"}, {"content", "Be kind."}}, {{"role", "user"}, {"content", text}}});
+  const json chat = post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1}});
+  EXPECT_EQ(post("/tokenize", {{"messages", msgs}})["count"], chat["usage"]["prompt_tokens"]);
+  EXPECT_LT(post("/tokenize", {{"messages", msgs}, {"add_generation_prompt", false}})["count"], chat["usage"]["prompt_tokens"]);
+  for (const json& bad : {json{{"tokens", {1, 512}}}, json{{"tokens", "1 2"}}, json{{"tokens", {1.5}}}})
+    EXPECT_EQ(post("/detokenize", bad, 400)["error"]["param"], "tokens") << bad.dump();
+  EXPECT_EQ(post("/tokenize", {{"prompt", 7}}, 400)["error"]["param"], "prompt");
+  EXPECT_EQ(post("/tokenize", json::object(), 400)["error"]["param"], "prompt");
+  EXPECT_EQ(post("/tokenize", {{"messages", "hi"}}, 400)["error"]["param"], "messages");
+  EXPECT_EQ(post("/tokenize", {{"content", "x"}, {"with_pieces", "yes"}}, 400)["error"]["param"], "with_pieces");
+  EXPECT_EQ(post("/tokenize", {{"model", "gpt-4"}, {"prompt", "x"}}, 404)["error"]["code"], "model_not_found");
+  EXPECT_EQ(post("/tokenize", {{"prompt", text}}), tk) << "still serving";
+}
+
 TEST_F(ServeE2E, SixteenConcurrentRequestsGiveTheirStandaloneOutput) {
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park.",
                                             "One day, a bird", "Tom had a big red ball. He", ""};

@@ -788,6 +788,10 @@ TEST(ServerHttp, ApiKey) {
   EXPECT_EQ(ok->status, 200);
   auto gen = s.post("/v1/completions", {{"prompt", "x"}}, {{"Authorization", "Bearer sekret"}});
   EXPECT_EQ(gen->status, 200);
+  for (const char* path : {"/tokenize", "/detokenize", "/apply-template"}) {
+    expect_api_error(s.post(path, {{"prompt", "x"}}), 401, "", "API key");
+    EXPECT_NE(s.post(path, {{"prompt", "x"}}, {{"Authorization", "Bearer sekret"}})->status, 401) << path;
+  }
   auto health = c.Get("/health");  // no key needed
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
