@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "disagg/grpc_status.h"
 #include "disagg/kv_codec.h"
 #include "disagg/proto_convert.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::disagg {
 
@@ -107,8 +109,17 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   if (req->zstd_level() > 0) level = req->zstd_level();
 
   engine::SamplingParams params = from_proto(req->params());
+  // min_tokens: the first token is the first generated, so what it bans is banned outright.
+  if (params.min_tokens > 0) {
+    std::vector<int32_t> banned = params.stop_token_ids;
+    const std::vector<int32_t>& eog = engine_.tokenizer().vocab().eog_ids;
+    if (!params.ignore_eos) banned.insert(banned.end(), eog.begin(), eog.end());
+    for (int32_t id : banned) params.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+    params.min_tokens = 0;
+  }
   params.max_tokens = 1;     // the decode side checks the first token against stops/EOS/max_tokens
   params.stop.clear();
+  params.stop_token_ids.clear();
   params.ignore_eos = true;
   // Raised by every queued block and every delta: the call sleeps on it between them.
   auto ready = std::make_shared<AutoResetEvent>();

@@ -27,6 +27,10 @@ void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
   out->set_repetition_penalty(in.repetition_penalty);
   out->set_repetition_last_n(in.repetition_last_n);
   out->set_min_p(in.min_p);
+  out->clear_stop_token_ids();
+  for (int32_t id : in.stop_token_ids) out->add_stop_token_ids(id);
+  out->set_min_tokens(in.min_tokens);
+  out->set_include_stop_str_in_output(in.include_stop_str_in_output);
 }
 
 engine::SamplingParams from_proto(const SamplingParams& in) {
@@ -46,6 +50,9 @@ engine::SamplingParams from_proto(const SamplingParams& in) {
   if (in.repetition_penalty() != 0.0f) p.repetition_penalty = in.repetition_penalty();  // proto3's unset 0 ⇒ off
   p.repetition_last_n = in.repetition_last_n();
   p.min_p = in.min_p();
+  p.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
+  p.min_tokens = in.min_tokens();
+  p.include_stop_str_in_output = in.include_stop_str_in_output();
   return p;
 }
 

@@ -52,6 +52,7 @@ GenerateRequest RoutedChoice::make_request() const {
     r.set_original_prompt_len(static_cast<int>(req_.prompt.size()));
     if (req_.params.max_tokens > 0)
       r.mutable_params()->set_max_tokens(req_.params.max_tokens - static_cast<int>(delivered_.size()));
+    r.mutable_params()->set_min_tokens(std::max(0, req_.params.min_tokens - static_cast<int>(delivered_.size())));
   }
   r.set_priority(req_.priority);
   r.set_cache_salt(req_.cache_salt);

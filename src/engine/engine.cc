@@ -100,6 +100,9 @@ Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_group(std
   if (!(params.repetition_penalty >= 1e-3f && params.repetition_penalty <= 100.f) || params.repetition_last_n < 0)
     return Status::InvalidArgument("repetition_penalty must be in [0.001, 100] and its window >= 0");
   if (!(params.min_p >= 0.f && params.min_p <= 1.f)) return Status::InvalidArgument("min_p must be in [0, 1]");
+  for (int32_t token : params.stop_token_ids)
+    if (token < 0 || token >= model_->config().n_vocab)
+      return Status::InvalidArgument("stop_token_ids: token " + std::to_string(token) + " is not in the vocabulary");
   std::shared_ptr<grammar::GrammarMatcher> matcher;
   int32_t grammar_state = 0;
   if (!params.grammar.empty()) {
@@ -369,6 +372,9 @@ bool EngineImpl::sample_next(Sequence& s, const float* logits, int32_t* token) {
     adjusted_logits_.resize(static_cast<size_t>(n_vocab));
     adjust_logits(logits, n_vocab, s.params, s.tokens.data(), s.tokens.size(), static_cast<size_t>(s.role_prompt_len),
                   adjusted_logits_.data());
+    // min_tokens (counted on this engine's prompt: a resumed choice's was lowered by the router)
+    if (s.num_generated() < s.params.min_tokens)
+      ban_stop_tokens(adjusted_logits_.data(), n_vocab, s.params, tok_->vocab().eog_ids);
     sampled = adjusted_logits_.data();
   }
   const int32_t tok = sample_token(sampled, n_vocab, s.params, s.rng, allowed);

@@ -192,4 +192,13 @@ void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, co
   }
 }
 
+void ban_stop_tokens(float* logits, int n_vocab, const SamplingParams& p, const std::vector<int32_t>& eog_ids) {
+  const auto ban = [&](int32_t id) {
+    if (id >= 0 && id < n_vocab) logits[id] = -std::numeric_limits<float>::infinity();
+  };
+  if (!p.ignore_eos)
+    for (int32_t id : eog_ids) ban(id);
+  for (int32_t id : p.stop_token_ids) ban(id);
+}
+
 }  // namespace pdserve::engine

@@ -39,6 +39,10 @@ int32_t sample_token(const float* logits, int n_vocab, const SamplingParams& p, 
 void adjust_logits(const float* logits, int n_vocab, const SamplingParams& p, const int32_t* tokens, size_t n_tokens,
                    size_t first_generated, float* out);
 
+/// Sets the logits of the ids that would end generation — `eog_ids` (unless p.ignore_eos)
+/// and p.stop_token_ids — to -inf (vLLM's min_tokens). Ids out of range are ignored.
+void ban_stop_tokens(float* logits, int n_vocab, const SamplingParams& p, const std::vector<int32_t>& eog_ids);
+
 /// Log-probability of `token` and the `n` most likely tokens (best first, ties by lower
 /// id) under the raw distribution log_softmax(logits).
 TokenLogprob token_logprobs(const float* logits, int n_vocab, int32_t token, int n);

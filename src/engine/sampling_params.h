@@ -18,6 +18,14 @@ struct SamplingParams {
   std::optional<uint64_t> seed; // same seed + same request ⇒ same tokens, whatever the batch
   int max_tokens = 16;          // < 0 ⇒ until EOS or the context end
   std::vector<std::string> stop;  // stop strings, matched on text across token boundaries
+  /// vLLM's extensions: ids that end generation like EOS (their text is not returned unless
+  /// include_stop_str_in_output); the matched stop string (or stop id's text) returned at
+  /// the end of the text; min_tokens: before that many tokens are generated, EOS (unless
+  /// ignore_eos) and stop_token_ids cannot be sampled, and a stop string ends generation only
+  /// if it lies in the text of the min_tokens-th token and later.
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  int min_tokens = 0;
   int top_logprobs = -1;        // -1 ⇒ no logprobs; 0..5 ⇒ sampled token's + N alternatives
   bool ignore_eos = false;      // generate past EOS until max_tokens
   /// Structured output: a GBNF grammar (grammar/grammar.h) the output must match; every
@@ -46,7 +54,8 @@ struct SamplingParams {
 
   /// Whether sampling sees other logits than the model's (penalties or a bias).
   bool adjusts_logits() const {
-    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty();
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty() ||
+           min_tokens > 0;
   }
 
   /// The parameters of choice `k` (0-based) of a request with n > 1 choices: a given seed

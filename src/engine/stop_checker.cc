@@ -5,7 +5,7 @@
 
 namespace pdserve::engine {
 
-StopChecker::StopChecker(std::vector<std::string> stops) {
+StopChecker::StopChecker(std::vector<std::string> stops, bool include_stop) : include_stop_(include_stop) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
@@ -15,11 +15,15 @@ std::string StopChecker::feed(std::string_view text) {
   pending_.append(text);
   if (stops_.empty()) return std::exchange(pending_, {});
   // Earliest full match of any stop string ends generation.
-  size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+  size_t first = std::string::npos, end = 0;
+  for (const auto& s : stops_)
+    if (const size_t at = pending_.find(s); at < first) {
+      first = at;
+      end = at + s.size();
+    }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = pending_.substr(0, first);
+    std::string out = pending_.substr(0, include_stop_ ? end : first);
     pending_.clear();
     return out;
   }
@@ -39,5 +43,11 @@ std::string StopChecker::feed(std::string_view text) {
 }
 
 std::string StopChecker::flush() { return std::exchange(pending_, {}); }
+
+std::string StopChecker::pass(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  return std::exchange(pending_, {});
+}
 
 }  // namespace pdserve::engine

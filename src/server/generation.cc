@@ -199,6 +199,11 @@ std::optional<ApiError> ChoiceStreams::submit(engine::Engine& engine, const Gene
       return bad_request("Invalid 'logit_bias': token " + std::to_string(token) + " is not in the vocabulary (ids 0 to " +
                              std::to_string(engine.tokenizer().vocab().size() - 1) + ").",
                          "logit_bias");
+  for (int32_t token : req.params.stop_token_ids)
+    if (token >= engine.tokenizer().vocab().size())
+      return bad_request("Invalid 'stop_token_ids': token " + std::to_string(token) + " is not in the vocabulary (ids 0 to " +
+                             std::to_string(engine.tokenizer().vocab().size() - 1) + ").",
+                         "stop_token_ids");
   opts.kv_budget = req.kv_budget;
   if (req.kv_budget > 0)
     if (std::string why = engine.kv_budget_error(req.kv_budget); !why.empty()) return bad_request(why, "kv_budget");

@@ -149,8 +149,9 @@ std::optional<ApiError> parse_stop(const json& obj, std::vector<std::string>& ou
 
 /// The sampler extensions of vLLM and llama.cpp's server (engine::SamplingParams):
 /// `repetition_penalty` (vLLM: over the whole prompt and output) or `repeat_penalty`
-/// (llama.cpp: over the last `repeat_last_n` tokens, 64 unless given; -1 ⇒ all, 0 ⇒ off),
-/// in [0.001, 100] and 1 ⇒ off; `min_p` in [0, 1]. `typical_p` is refused unless 1 (not implemented).
+/// (llama.cpp: over the last 64 tokens), in [0.001, 100], 1 ⇒ off (both names may be given
+/// with one value; vLLM's window then); `repeat_last_n` sets the window under either name
+/// (-1 ⇒ all, 0 ⇒ off, as llama.cpp's); `min_p` in [0, 1]. `typical_p` is refused unless 1 (not implemented).
 std::optional<ApiError> parse_sampler_extensions(const json& obj, engine::SamplingParams& params) {
   std::optional<double> vllm, llama;
   PDS_TRY(read_number(obj, "repetition_penalty", vllm));
@@ -160,6 +161,9 @@ std::optional<ApiError> parse_sampler_extensions(const json& obj, engine::Sampli
     return value_error("repetition_penalty", "a number between 0.001 and 100 (1 = off)", obj["repetition_penalty"]);
   if (llama && !(*llama >= 1e-3 && *llama <= 100.0))
     return value_error("repeat_penalty", "a number between 0.001 and 100 (1 = off)", obj["repeat_penalty"]);
+  // 1 is off (and llama.cpp's default, which its clients send beside the vLLM name).
+  if (vllm && *vllm == 1.0) vllm.reset();
+  if (llama && *llama == 1.0) llama.reset();
   if (vllm && llama && *vllm != *llama)
     return bad_request("'repetition_penalty' and 'repeat_penalty' name the same penalty; give one of them.", "repeat_penalty");
   std::optional<int64_t> last_n;
@@ -167,7 +171,7 @@ std::optional<ApiError> parse_sampler_extensions(const json& obj, engine::Sampli
   if (last_n && *last_n < -1) return value_error("repeat_last_n", "-1 (the whole sequence), 0 (off) or a positive integer", obj["repeat_last_n"]);
   if (vllm || llama) {
     params.repetition_penalty = static_cast<float>(vllm ? *vllm : *llama);
-    params.repetition_last_n = llama ? 64 : 0;  // each server's default window
+    params.repetition_last_n = vllm ? 0 : 64;  // the whole sequence under vLLM's name, else llama.cpp's 64
   }
   if (last_n) params.repetition_last_n = *last_n == -1 ? 0 : clamp_int(*last_n);
   if (last_n && *last_n == 0) params.repetition_penalty = 1.0f;  // llama.cpp: 0 disables it
@@ -179,6 +183,38 @@ std::optional<ApiError> parse_sampler_extensions(const json& obj, engine::Sampli
   PDS_TRY(read_number(obj, "typical_p", typical_p));
   if (typical_p && *typical_p != 1.0)
     return unsupported("typical_p", "'typical_p' is not supported by this server; omit it or set it to 1.");
+  return std::nullopt;
+}
+
+/// vLLM's stop extensions: `stop_token_ids` (at most 1024 ids; checked against the
+/// vocabulary at submission), `include_stop_str_in_output`, `min_tokens` (>= 0; at most
+/// max_tokens: check_min_tokens).
+std::optional<ApiError> parse_stop_extensions(const json& obj, engine::SamplingParams& params) {
+  if (const json* ids = field(obj, "stop_token_ids")) {
+    if (!ids->is_array()) return type_error("stop_token_ids", "an array of token ids", *ids);
+    if (ids->size() > 1024) return bad_request("Invalid 'stop_token_ids': at most 1024 ids.", "stop_token_ids");
+    for (const json& id : *ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        return bad_request("Invalid 'stop_token_ids': " + id.dump() + " is not a token id.", "stop_token_ids");
+      params.stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  std::optional<bool> include;
+  PDS_TRY(read_bool(obj, "include_stop_str_in_output", include));
+  params.include_stop_str_in_output = include.value_or(false);
+  std::optional<int64_t> min_tokens;
+  PDS_TRY(read_int(obj, "min_tokens", min_tokens));
+  if (min_tokens && *min_tokens < 0) return value_error("min_tokens", "a non-negative integer", obj["min_tokens"]);
+  if (min_tokens) params.min_tokens = clamp_int(*min_tokens);
+  return std::nullopt;
+}
+
+/// min_tokens may not exceed max_tokens (as vLLM); called once max_tokens is known.
+std::optional<ApiError> check_min_tokens(const engine::SamplingParams& params) {
+  if (params.max_tokens >= 0 && params.min_tokens > params.max_tokens)
+    return bad_request("Invalid 'min_tokens': " + std::to_string(params.min_tokens) + " is more than max_tokens (" +
+                           std::to_string(params.max_tokens) + ").",
+                       "min_tokens");
   return std::nullopt;
 }
 
@@ -221,6 +257,7 @@ std::optional<ApiError> parse_common(const json& obj, GenerationRequest& r) {
   }
 
   PDS_TRY(parse_stop(obj, r.params.stop));
+  PDS_TRY(parse_stop_extensions(obj, r.params));
 
   std::optional<bool> stream;
   PDS_TRY(read_bool(obj, "stream", stream));
@@ -406,6 +443,7 @@ std::optional<ApiError> parse_completion_fields(const json& obj, GenerationReque
                             ? -1
                             : kDefaultCompletionMaxTokens;
   PDS_TRY(parse_max_tokens(obj, "max_tokens", r.params.max_tokens));
+  PDS_TRY(check_min_tokens(r.params));
 
   std::optional<int64_t> logprobs;
   PDS_TRY(read_int(obj, "logprobs", logprobs));
@@ -539,6 +577,7 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r,
   r.params.max_tokens = -1;
   PDS_TRY(parse_max_tokens(obj, "max_tokens", r.params.max_tokens));
   PDS_TRY(parse_max_tokens(obj, "max_completion_tokens", r.params.max_tokens));
+  PDS_TRY(check_min_tokens(r.params));
   PDS_TRY(refuse_echo_suffix_best_of(obj, r));
 
   std::optional<bool> logprobs;

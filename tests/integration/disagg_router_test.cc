@@ -270,6 +270,10 @@ TEST_F(DisaggRouter, TokensAndLogprobsMatchServe) {
     // The repetition penalty (over the prompt too, so the prefill worker's first token
     // feels it) and min_p; each changes serve's answer, so the workers must apply them.
     if (i == 3) body.update({{"temperature", 1.2}, {"seed", 5}});
+    // min_tokens against a bias toward EOS: the prefill worker's first token must not be EOS
+    // either; then stop ids and a stop string returned with the text.
+    if (i == 0) body.update({{"logit_bias", {{"2", 30}}}, {"min_tokens", 5}});
+    if (i == 1) body.update({{"stop_token_ids", {400, 13}}, {"stop", {"the"}}, {"include_stop_str_in_output", true}});
     json plain = body;
     if (i == 2) body.update({{"repetition_penalty", 3.0}});
     if (i == 3) body.update({{"repeat_penalty", 2.0}, {"repeat_last_n", 6}, {"min_p", 0.2}});

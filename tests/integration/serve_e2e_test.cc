@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <set>
+#include <tuple>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -281,6 +282,57 @@ TEST_F(ServeE2E, PenaltiesAndLogitBiasShapeTheOutputAndStayBatchInvariant) {
   for (const json& b : bodies)
     together.push_back(std::async(std::launch::async, [this, b] { return post("/v1/completions", b)["choices"][0]["text"].get<std::string>(); }));
   for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << bodies[i].dump();
+  EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
+}
+
+// vLLM's stop extensions on stories260K: stop_token_ids end at the id (its text returned only
+// with include_stop_str_in_output, as a matched stop string is), and min_tokens keeps EOS and
+// the stop ids out until that many tokens were generated — even against a +100 bias.
+TEST_F(ServeE2E, StopTokenIdsMinTokensAndIncludeStopStr) {
+  auto f = gguf::GgufFile::open("../shared/models/stories260K.gguf");
+  ASSERT_TRUE(f.ok());
+  auto tok = tokenizer::Tokenizer::from_gguf(*f.value());
+  ASSERT_TRUE(tok.ok());
+  const std::string piece = tok.value()->token_to_piece(400);
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+  auto with = [&](const json& extra) {
+    json b = base;
+    b.update(extra);
+    return b;
+  };
+  auto run = [&](json extra) {
+    json b = base;
+    b.update(extra);
+    const json r = post("/v1/completions", b);
+    return std::make_tuple(r["choices"][0]["text"].get<std::string>(), r["choices"][0]["finish_reason"].get<std::string>(),
+                           r["usage"]["completion_tokens"].get<int>());
+  };
+  const json forced = {{"logit_bias", {{"400", 100}}}, {"stop_token_ids", {400}}};
+  EXPECT_EQ(run(forced), std::make_tuple(std::string(), std::string("stop"), 1));
+  json with_text = forced;
+  with_text["include_stop_str_in_output"] = true;
+  EXPECT_EQ(run(with_text), std::make_tuple(piece, std::string("stop"), 1));
+  // min_tokens 3: token 400 is banned for three tokens (they are greedy's first three, the
+  // bias touching only 400), then the bias makes it the fourth, which stops.
+  const std::string greedy3 = post("/v1/completions", with({{"max_tokens", 3}}), 200)["choices"][0]["text"];
+  json min3 = forced;
+  min3["min_tokens"] = 3;
+  EXPECT_EQ(run(min3), std::make_tuple(greedy3, std::string("stop"), 4));
+  // EOS (id 2) forced by a bias: the first token ends it, unless min_tokens holds it off.
+  EXPECT_EQ(run({{"logit_bias", {{"2", 100}}}}), std::make_tuple(std::string(), std::string("stop"), 1));
+  const std::string greedy10 = post("/v1/completions", with({{"max_tokens", 10}}), 200)["choices"][0]["text"];
+  EXPECT_EQ(run({{"logit_bias", {{"2", 100}}}, {"min_tokens", 10}}), std::make_tuple(greedy10, std::string("stop"), 11));
+  // A stop string returned with include_stop_str_in_output; the text before it either way.
+  const std::string plain = std::get<0>(run(json::object()));
+  ASSERT_GT(plain.size(), 30u);
+  const std::string stop = plain.substr(20, 4);
+  const size_t at = plain.find(stop);
+  EXPECT_EQ(std::get<0>(run({{"stop", {stop}}})), plain.substr(0, at));
+  EXPECT_EQ(std::get<0>(run({{"stop", {stop}}, {"include_stop_str_in_output", true}})), plain.substr(0, at + stop.size()));
+  // Checked: min_tokens above max_tokens, ids outside the vocabulary, a negative id.
+  EXPECT_EQ(post("/v1/completions", with({{"min_tokens", 41}}), 400)["error"]["param"], "min_tokens");
+  EXPECT_EQ(post("/v1/completions", with({{"stop_token_ids", {512}}}), 400)["error"]["param"], "stop_token_ids");
+  EXPECT_EQ(post("/v1/completions", with({{"stop_token_ids", {-1}}}), 400)["error"]["param"], "stop_token_ids");
   EXPECT_TRUE(wait_blocks_free(std::chrono::seconds(10)));
 }
 

@@ -52,6 +52,11 @@ std::vector<json> bodies() {
   out.push_back({{"prompt", prompts[0]}, {"max_tokens", 40}, {"temperature", 0}, {"repetition_penalty", 1.3}});
   out.push_back({{"prompt", prompts[1]}, {"max_tokens", 40}, {"temperature", 0.9}, {"seed", 8}, {"repeat_penalty", 1.5},
                  {"repeat_last_n", 16}, {"min_p", 0.1}});
+  // min_tokens holds off a biased EOS across accepted drafts; a stop id and a stop string
+  // returned with the text.
+  out.push_back({{"prompt", prompts[2]}, {"max_tokens", 40}, {"temperature", 0}, {"logit_bias", {{"2", 12}}}, {"min_tokens", 17}});
+  out.push_back({{"prompt", prompts[0]}, {"max_tokens", 40}, {"temperature", 0}, {"stop_token_ids", {400, 13}},
+                 {"stop", {" the"}}, {"include_stop_str_in_output", true}});
   return out;
 }
 

@@ -115,6 +115,34 @@ TEST(OutputProcessor, FlushAtAnOutsideEndEmitsHeldBackTextButNothingAfterAStop) 
   EXPECT_EQ(after.text, "");
 }
 
+// vLLM's stop_token_ids end generation like EOS (even with ignore_eos), their text held out
+// unless include_stop_str_in_output, which also returns a matched stop string; before
+// min_tokens, stop strings pass (EOS and stop ids are not sampled then: the sampler's job).
+TEST(OutputProcessor, StopTokenIdsIncludeStopStrAndMinTokens) {
+  EosTokenizer tok;
+  SamplingParams p = with_stop({"END"});
+  p.stop_token_ids = {tok.ids("x")[0]};
+  p.ignore_eos = true;
+  OutputProcessor ids(tok, p, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(ids, tok.ids("aEyxb")), (std::vector<Step>{{"a", None}, {"", None}, {"Ey", None}, {"", Stop}}));
+  p.include_stop_str_in_output = true;
+  OutputProcessor with_text(tok, p, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(with_text, tok.ids("aEyxb")), (std::vector<Step>{{"a", None}, {"", None}, {"Ey", None}, {"x", Stop}}));
+  OutputProcessor stop_str(tok, p, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(stop_str, tok.ids("aENDz")), (std::vector<Step>{{"a", None}, {"", None}, {"", None}, {"END", Stop}}));
+  // min_tokens 4: a stop string counts when it lies in the text of the 4th token and later;
+  // one begun before (even if the 4th token completes it) does not.
+  SamplingParams m = with_stop({"END"});
+  m.min_tokens = 4;
+  OutputProcessor at_min(tok, m, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(at_min, tok.ids("aENDz")), (std::vector<Step>{{"a", None}, {"E", None}, {"N", None}, {"D", None}, {"z", None}}));
+  OutputProcessor from_min(tok, m, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(from_min, tok.ids("abcENDz")), (std::vector<Step>{{"a", None}, {"b", None}, {"c", None}, {"", None}, {"", None}, {"", Stop}}));
+  OutputProcessor early(tok, m, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(early, tok.ids("ENDabEND")),
+            (std::vector<Step>{{"E", None}, {"N", None}, {"D", None}, {"a", None}, {"b", None}, {"", None}, {"", None}, {"", Stop}}));
+}
+
 TEST(OutputProcessor, LogprobsOnlyWhenRequested) {
   EosTokenizer tok;
   TokenLogprob lp;

@@ -253,7 +253,17 @@ TEST(ServerProtocol, SamplingRanges) {
   auto none = completion({{"prompt", "x"}, {"repeat_penalty", 1.3}, {"repeat_last_n", 0}});
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none.request.params.adjusts_logits()) << "llama.cpp: a window of 0 turns it off";
-  EXPECT_TRUE(completion({{"prompt", "x"}, {"repetition_penalty", 1.2}, {"repeat_penalty", 1.2}}).ok());
+  // Both names with one value: vLLM's window (helper-71); 1 (off, llama.cpp's default) beside the other is no conflict.
+  auto both = completion({{"prompt", "x"}, {"repetition_penalty", 1.2}, {"repeat_penalty", 1.2}});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both.request.params.repetition_last_n, 0);
+  for (const json& b : {json{{"prompt", "x"}, {"repetition_penalty", 1.3}, {"repeat_penalty", 1.0}},
+                        json{{"prompt", "x"}, {"repetition_penalty", 1.0}, {"repeat_penalty", 1.3}}}) {
+    auto one = completion(b);
+    ASSERT_TRUE(one.ok()) << b.dump();
+    EXPECT_FLOAT_EQ(one.request.params.repetition_penalty, 1.3f) << b.dump();
+    EXPECT_EQ(one.request.params.repetition_last_n, b["repetition_penalty"] == 1.3 ? 0 : 64) << b.dump();
+  }
   expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 1.2}, {"repeat_penalty", 1.1}}), "repeat_penalty", "give one");
   expect_error(completion({{"prompt", "x"}, {"repetition_penalty", 0}}), "repetition_penalty", "between 0.001 and 100");
   expect_error(completion({{"prompt", "x"}, {"repeat_penalty", 1e9}}), "repeat_penalty", "between 0.001 and 100");
