@@ -89,6 +89,7 @@ grpc::Status DecodeServiceImpl::Generate(grpc::ServerContext* ctx, const Generat
 
 grpc::Status DecodeServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* resp) {
   fill_health(engine_, "decode", resp);
+  resp->set_sampling_level(sampling_level_.load());
   resp->set_draining(drain_ && drain_->draining());
   return grpc::Status::OK;
 }

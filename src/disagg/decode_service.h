@@ -3,9 +3,12 @@
 // the worker's state to the router.
 #pragma once
 
+#include <atomic>
+
 #include <grpcpp/grpcpp.h>
 
 #include "disagg/drain.h"
+#include "disagg/proto_convert.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "engine/engine.h"
 
@@ -33,9 +36,13 @@ class DecodeServiceImpl final : public DecodeService::Service {
   /// The engine's request and KV block counters.
   grpc::Status Load(grpc::ServerContext* ctx, const LoadRequest* req, LoadResponse* resp) override;
 
+  /// The sampling level Health reports (default kSamplingLevel): tests act as an older worker.
+  void report_sampling_level(int level) { sampling_level_ = level; }
+
  private:
   engine::Engine& engine_;
   DrainState* drain_;
+  std::atomic<int> sampling_level_{kSamplingLevel};
 };
 
 }  // namespace pdserve::disagg

@@ -100,6 +100,7 @@ void GrpcKvSource::check_health(Worker& w) {
   HealthResponse res;
   const bool answered = w.stub->Health(&ctx, req, &res).ok() && res.ok();
   const bool ok = answered && !res.draining() && !w.removed;
+  if (answered) w.sampling_level = res.sampling_level();
   if (ok != w.healthy.load())
     PDS_LOG_INFO("prefill worker {} is {}", w.addr, ok ? "healthy" : answered ? "draining" : "unreachable");
   w.healthy = ok;
@@ -116,9 +117,10 @@ void GrpcKvSource::health_loop() {
   }
 }
 
-bool GrpcKvSource::available() {
+bool GrpcKvSource::available(const engine::SamplingParams& params) {
+  const int level = sampling_level(params);
   for (Worker* w : live_workers())
-    if (w->healthy) return true;
+    if (w->healthy && w->sampling_level >= level) return true;
   return false;
 }
 
@@ -265,9 +267,10 @@ void GrpcKvSource::run(engine::RemotePrefillTask task, engine::KvBlockAccess* bl
   const std::vector<Worker*> workers = live_workers();
   const size_t n = workers.size();
   const size_t start = rr_++;
+  const int level = sampling_level(task.params);
   for (size_t i = 0; i < n; ++i) {
     Worker& w = *workers[(start + i) % n];
-    if (!w.healthy) continue;
+    if (!w.healthy || w.sampling_level < level) continue;  // an older worker would ignore some fields
     Attempt a = attempt(w, task, *blocks);
     if (a.ok) {
       result.ok = true;

@@ -48,7 +48,7 @@ class GrpcKvSource final : public engine::KvSource {
   GrpcKvSource(KvSourceConfig cfg, std::shared_ptr<engine::TransferMetrics> metrics);
   ~GrpcKvSource() override;
 
-  bool available() override;
+  bool available(const engine::SamplingParams& params) override;
   /// The prefill workers found by discovery now (added to the static list; those no
   /// longer listed get no new transfers). Thread-safe.
   void set_peers(const std::vector<std::string>& addrs);
@@ -64,6 +64,7 @@ class GrpcKvSource final : public engine::KvSource {
     std::string addr;
     std::unique_ptr<PrefillService::Stub> stub;
     std::atomic<bool> healthy{false};
+    std::atomic<int> sampling_level{0};  // its Health's (proto_convert.h kSamplingLevel)
     bool discovered = false;
     std::atomic<bool> removed{false};
     std::string codec;  // the link's codec (auto resolved)

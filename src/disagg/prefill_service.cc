@@ -216,6 +216,7 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
 
 grpc::Status PrefillServiceImpl::Health(grpc::ServerContext*, const HealthRequest*, HealthResponse* res) {
   fill_health(engine_, "prefill", res);
+  res->set_sampling_level(sampling_level_.load());
   res->set_draining(drain_ && drain_->draining());
   return grpc::Status::OK;
 }

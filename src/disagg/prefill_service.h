@@ -4,12 +4,15 @@
 // first sampled token (../shared/DESIGN.md §1).
 #pragma once
 
+#include <atomic>
+
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
 
 #include "disagg/drain.h"
 #include "disagg/faults.h"
+#include "disagg/proto_convert.h"
 #include "disagg/proto/pdserve.grpc.pb.h"
 #include "engine/engine.h"
 
@@ -31,8 +34,12 @@ class PrefillServiceImpl final : public PrefillService::Service {
   grpc::Status Health(grpc::ServerContext* ctx, const HealthRequest* req, HealthResponse* res) override;
   grpc::Status Load(grpc::ServerContext* ctx, const LoadRequest* req, LoadResponse* res) override;
 
+  /// The sampling level Health reports (default kSamplingLevel): tests act as an older worker.
+  void report_sampling_level(int level) { sampling_level_ = level; }
+
  private:
   engine::Engine& engine_;
+  std::atomic<int> sampling_level_{kSamplingLevel};
   FaultConfig faults_;
   std::shared_ptr<engine::TransferMetrics> metrics_;
   DrainState* drain_;

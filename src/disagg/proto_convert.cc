@@ -4,6 +4,14 @@
 
 namespace pdserve::disagg {
 
+int sampling_level(const engine::SamplingParams& p) {
+  if (p.repetition_penalty != 1.0f || p.min_p != 0.0f || !p.stop_token_ids.empty() || p.min_tokens != 0 ||
+      p.include_stop_str_in_output)
+    return 2;
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || !p.logit_bias.empty()) return 1;
+  return 0;
+}
+
 void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
   out->set_temperature(in.temperature);
   out->set_top_p(in.top_p);
@@ -117,6 +125,7 @@ void fill_health(const engine::Engine& engine, const char* role, HealthResponse*
   out->set_context_length(engine.context_length());
   out->set_vocab_fingerprint(engine.tokenizer().fingerprint());
   out->set_weights_fingerprint(engine.weights_fingerprint());
+  out->set_sampling_level(kSamplingLevel);
 }
 
 void fill_load(const engine::Engine& engine, LoadResponse* out) {

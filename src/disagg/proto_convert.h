@@ -12,6 +12,16 @@
 
 namespace pdserve::disagg {
 
+/// The generation of SamplingParams fields this build applies, reported in
+/// HealthResponse.sampling_level: 1 added the presence / frequency penalties and logit_bias
+/// (fields 11–13), 2 the repetition penalty, min_p, stop_token_ids, min_tokens and
+/// include_stop_str_in_output (14–19); 0 is a worker older than both. Protobuf drops fields a
+/// worker does not know, so a router or decode worker sends a request only to workers whose
+/// level is at least sampling_level(its params).
+constexpr int kSamplingLevel = 2;
+/// The lowest level whose fields express `p` (0 when it uses only the first ten).
+int sampling_level(const engine::SamplingParams& p);
+
 /// Copies every field (seed → has_seed/seed).
 void to_proto(const engine::SamplingParams& in, SamplingParams* out);
 /// The inverse of to_proto; fields are taken as they are (the sender sets all of them).

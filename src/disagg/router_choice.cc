@@ -134,7 +134,7 @@ RoutedChoice::Opened RoutedChoice::open_somewhere(Status* error) {
                                    " attempts; last error: " + last_error_ + ")");
       return Opened::Failed;
     }
-    const std::vector<WorkerClient*> cands = host_.candidates(req_.prompt, failed_);
+    const std::vector<WorkerClient*> cands = host_.candidates(req_.prompt, failed_, sampling_level(req_.params));
     if (cands.empty()) {
       *error = Status::Unavailable("no decode worker can take requests (every one has left or serves another model)");
       return Opened::Failed;

@@ -36,9 +36,10 @@ namespace pdserve::disagg {
 class ChoiceHost {
  public:
   virtual ~ChoiceHost() = default;
-  /// Every worker, best first for `prompt`; those in `failed` go last (least recent last).
+  /// Every worker that applies SamplingParams fields up to `sampling_level`
+  /// (proto_convert.h), best first for `prompt`; those in `failed` go last (least recent last).
   virtual std::vector<WorkerClient*> candidates(const std::vector<int32_t>& prompt,
-                                                const std::vector<WorkerClient*>& failed) = 0;
+                                                const std::vector<WorkerClient*>& failed, int sampling_level) = 0;
   virtual const tokenizer::Tokenizer& tokenizer() const = 0;
   virtual bool shutting_down() const = 0;
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "disagg/proto_convert.h"
 #include "gguf/gguf.h"
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
@@ -147,10 +148,13 @@ bool RouterEngine::wait_for_healthy_worker(std::chrono::milliseconds timeout) co
 }
 
 std::vector<WorkerClient*> RouterEngine::candidates(const std::vector<int32_t>& prompt,
-                                                    const std::vector<WorkerClient*>& failed) {
+                                                    const std::vector<WorkerClient*>& failed, int sampling_level) {
+  const auto usable = [sampling_level](const WorkerClient* w) {
+    return !w->removed() && !w->serves_other_model() && w->sampling_level() >= sampling_level;
+  };
   std::vector<WorkerClient*> all;
   for (WorkerClient* w : workers())
-    if (!w->removed() && !w->serves_other_model()) all.push_back(w);
+    if (usable(w)) all.push_back(w);
   std::vector<WorkerView> views;
   views.reserve(all.size());
   for (WorkerClient* w : all) views.push_back(w->view());
@@ -160,7 +164,7 @@ std::vector<WorkerClient*> RouterEngine::candidates(const std::vector<int32_t>& 
     if (std::find(failed.begin(), failed.end(), w) == failed.end()) out.push_back(w);
   }
   for (WorkerClient* w : failed)
-    if (!w->removed() && !w->serves_other_model()) out.push_back(w);
+    if (usable(w)) out.push_back(w);
   return out;
 }
 
@@ -186,6 +190,21 @@ Result<std::vector<std::shared_ptr<engine::RequestStream>>> RouterEngine::submit
                                    std::to_string(ctx) + "; at most " + std::to_string(ctx - 1) +
                                    " prompt tokens leave room for generation");
 
+  // Workers older than this router ignore sampling fields they do not know: a request that
+  // uses them goes only to workers that apply them (candidates), and when every healthy
+  // worker is older, it is refused with the reason.
+  if (const int level = sampling_level(params); level > 0) {
+    bool healthy = false, able = false;
+    for (WorkerClient* w : workers())
+      if (w->healthy() && !w->serves_other_model()) {
+        healthy = true;
+        able |= w->sampling_level() >= level;
+      }
+    if (healthy && !able)
+      return Status::Unavailable("the decode workers run an older pdserve, which would ignore some of this request's "
+                                 "sampling fields (penalties, logit_bias, min_p, stop_token_ids, min_tokens, "
+                                 "include_stop_str_in_output); upgrade them, or leave those fields out");
+  }
   const std::string id = "r" + std::to_string(next_id_++);
   auto group = std::make_shared<Group>();
   group->remaining = opts.n;

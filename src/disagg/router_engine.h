@@ -88,7 +88,7 @@ class RouterEngine final : public engine::Engine, private ChoiceHost {
 
   ExpectedModel expected_model() const { return {tok_->fingerprint(), cfg_.weights_fingerprint}; }
   std::vector<WorkerClient*> candidates(const std::vector<int32_t>& prompt,
-                                        const std::vector<WorkerClient*>& failed) override;
+                                        const std::vector<WorkerClient*>& failed, int sampling_level) override;
   bool shutting_down() const override { return stopping_.load(); }
   void watch_loop();
   void record(Group& g, int choice, const ChoiceOutcome& o);

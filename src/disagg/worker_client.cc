@@ -106,6 +106,7 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
     was_healthy = snap_.healthy;
     snap_.healthy = snap_.ever_healthy = true;
     snap_.consecutive_failures = 0;
+    sampling_level_.store(health.sampling_level());
     snap_.model_name = health.model_name();
     snap_.context_length = health.context_length();
     snap_.load = load;

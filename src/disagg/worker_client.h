@@ -73,6 +73,9 @@ class WorkerClient {
   /// the expected model again.
   void mark_other_model(const std::string& why);
   bool serves_other_model() const { return other_model_.load(); }
+  /// The SamplingParams fields the worker applies (its last Health; proto_convert.h
+  /// kSamplingLevel): a request needing more (sampling_level) is not sent to it.
+  int sampling_level() const { return sampling_level_.load(); }
   const ExpectedModel& expected() const { return expected_; }
   /// A request was routed here: counts as load until the next Load report.
   void note_routed() { routed_since_load_.fetch_add(1); }
@@ -111,6 +114,7 @@ class WorkerClient {
   std::unique_ptr<DecodeService::Stub> stub_;
   std::atomic<bool> healthy_{false};
   std::atomic<bool> other_model_{false};
+  std::atomic<int> sampling_level_{0};  // HealthResponse.sampling_level
   std::atomic<int> failures_{0};
   std::atomic<int64_t> routed_since_load_{0};
   mutable std::mutex mu_;

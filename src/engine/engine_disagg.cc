@@ -34,7 +34,7 @@ bool EngineImpl::wants_remote_prefill(Sequence& s) {
   // h2o ranks positions by the attention mass of every prompt query, which a prefill
   // worker does not send: such sequences prefill locally (streaming ones go remote).
   const bool h2o = s.kv_budget > 0 && cfg_.kv_evict.needs_attention_mass();
-  const bool remote = !resumed && !h2o && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available();
+  const bool remote = !resumed && !h2o && uncached > cfg_.remote_prefill_threshold && cfg_.kv_source->available(s.params);
   if (first_decision && cfg_.transfer_metrics) {
     if (remote) cfg_.transfer_metrics->add_remote_prefill();
     else cfg_.transfer_metrics->add_local_prefill();

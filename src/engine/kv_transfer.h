@@ -65,8 +65,9 @@ struct RemotePrefillResult {
 class KvSource {
  public:
   virtual ~KvSource() = default;
-  /// True when at least one prefill worker is healthy.
-  virtual bool available() = 0;
+  /// True when at least one prefill worker is healthy and applies every sampling field of
+  /// `params` (it samples the first token).
+  virtual bool available(const SamplingParams& params) = 0;
   /// Starts a transfer. Must call `done` exactly once, from any thread, also after
   /// cancel(); after calling it, it must not touch the blocks again.
   virtual void start(RemotePrefillTask task, KvBlockAccess& blocks,

@@ -16,6 +16,7 @@
 #include "disagg/prefill_service.h"
 #include "disagg/proto_convert.h"
 #include "support/fake_engine.h"
+#include "support/wait.h"
 
 namespace pdserve::disagg {
 namespace {
@@ -82,13 +83,42 @@ TEST_F(PrefillServiceTest, EngineRefusalsKeepTheirCodeOverTheWire) {
   }
 }
 
+// A prefill worker older than the decode worker (a lower Health sampling_level) samples the
+// first token without the fields it does not know: it is not available for such a request,
+// so the decode worker prefills it locally.
+TEST_F(PrefillServiceTest, AnOlderPrefillWorkerIsNotUsedForNewerSamplingFields) {
+  service_->report_sampling_level(1);
+  KvSourceConfig cfg;
+  cfg.prefill_addrs = {address()};
+  GrpcKvSource source(cfg, std::make_shared<engine::TransferMetrics>());
+  engine::SamplingParams pen, min_tokens;
+  pen.presence_penalty = 1.0f;
+  min_tokens.min_tokens = 4;
+  ASSERT_TRUE(::pdserve::testing::wait_until([&] { return source.available(pen); }));
+  EXPECT_TRUE(source.available(engine::SamplingParams{}));
+  EXPECT_FALSE(source.available(min_tokens));
+  engine::RemotePrefillTask task;
+  task.seq_id = 9;
+  task.prompt = engine_.fake_tokenizer().ids("hello");
+  task.params = min_tokens;
+  task.block_ids = {0};
+  NoBlocks blocks;
+  std::promise<engine::RemotePrefillResult> done;
+  source.start(task, blocks, [&](engine::RemotePrefillResult r) { done.set_value(std::move(r)); });
+  auto result = done.get_future();
+  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
+  const engine::RemotePrefillResult r = result.get();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(engine_.submissions().size(), 0u) << "the older worker got the request";
+}
+
 TEST_F(PrefillServiceTest, ARateLimitedPrefillIsCountedAsSuchAndReportedFailed) {
   engine_.set_submit_error("Too many cache_salt namespaces in use", StatusCode::RateLimited);
   auto metrics = std::make_shared<engine::TransferMetrics>();
   KvSourceConfig cfg;
   cfg.prefill_addrs = {address()};
   GrpcKvSource source(cfg, metrics);
-  ASSERT_TRUE(source.available());
+  ASSERT_TRUE(source.available(engine::SamplingParams{}));
   engine::RemotePrefillTask task;
   task.seq_id = 7;
   task.prompt = engine_.fake_tokenizer().ids("hello");

@@ -324,6 +324,40 @@ TEST_F(RouterEngineTest, StreamsWhatTheWorkerGenerates) {
   EXPECT_EQ(b->engine->submissions().size(), 2u);
 }
 
+// A worker older than the router (a lower Health sampling_level) would drop the sampling
+// fields it does not know: a request that uses them goes only to a worker that applies them,
+// and is refused with the reason when every healthy worker is older (helper-71).
+TEST_F(RouterEngineTest, ARequestNeedingNewerSamplingFieldsSkipsOlderWorkers) {
+  a->service->report_sampling_level(0);   // before penalties and logit_bias
+  b->service->report_sampling_level(1);   // penalties and logit_bias, not min_p / min_tokens / ...
+  ASSERT_TRUE(testing::wait_until([&] { return router->workers()[0]->sampling_level() == 0 && router->workers()[1]->sampling_level() == 1; }));
+  const auto p = prompt("abc");
+  engine::SamplingParams pen = greedy(3);
+  pen.frequency_penalty = 0.5f;
+  for (int i = 0; i < 4; ++i) {
+    auto s = router->submit(p, pen);
+    ASSERT_TRUE(s.ok()) << s.error();
+    collect(*s.value());
+  }
+  EXPECT_EQ(a->engine->submissions().size(), 0u);
+  EXPECT_EQ(b->engine->submissions().size(), 4u);
+  for (int i = 0; i < 2; ++i) collect(*router->submit(p, greedy(3)).value());  // plain: either
+  EXPECT_EQ(a->engine->submissions().size(), 1u);
+  engine::SamplingParams min_p = greedy(3);
+  min_p.min_p = 0.1f;
+  auto refused = router->submit(p, min_p);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::Unavailable);
+  EXPECT_NE(refused.status().message().find("older pdserve"), std::string::npos) << refused.status().message();
+  b->service->report_sampling_level(kSamplingLevel);
+  ASSERT_TRUE(testing::wait_until([&] { return router->workers()[1]->sampling_level() == kSamplingLevel; }));
+  auto now_ok = router->submit(p, min_p);
+  ASSERT_TRUE(now_ok.ok()) << now_ok.error();
+  collect(*now_ok.value());
+  EXPECT_EQ(b->engine->submissions().back().params.min_p, 0.1f);
+  EXPECT_EQ(a->engine->submissions().size(), 1u);
+}
+
 TEST_F(RouterEngineTest, StopStringsAndRequestFieldsReachTheWorker) {
   const auto p = prompt("abc");
   engine::SamplingParams params = greedy(200);

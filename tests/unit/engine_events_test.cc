@@ -37,7 +37,7 @@ using testing::submit;
 /// failure, so the engine recomputes the prompt locally.
 class HoldingKvSource final : public engine::KvSource {
  public:
-  bool available() override { return true; }
+  bool available(const engine::SamplingParams&) override { return true; }
   void start(engine::RemotePrefillTask task, engine::KvBlockAccess&,
              std::function<void(engine::RemotePrefillResult)> done) override {
     std::lock_guard<std::mutex> lk(mu_);

@@ -22,7 +22,7 @@ using testing::submit;
 class LyingKvSource final : public engine::KvSource {
  public:
   explicit LyingKvSource(int32_t token) : token_(token) {}
-  bool available() override { return true; }
+  bool available(const engine::SamplingParams&) override { return true; }
   void start(engine::RemotePrefillTask task, engine::KvBlockAccess&,
              std::function<void(engine::RemotePrefillResult)> done) override {
     engine::RemotePrefillResult r;
