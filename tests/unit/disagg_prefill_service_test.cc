@@ -34,6 +34,16 @@ class NoBlocks final : public engine::KvBlockAccess {
   engine::KvLayout layout_;
 };
 
+/// Runs `task` on `source` (a refused prefill: no block is written) and returns its result.
+engine::RemotePrefillResult run_refused(GrpcKvSource& source, const engine::RemotePrefillTask& task) {
+  NoBlocks blocks;
+  std::promise<engine::RemotePrefillResult> done;
+  source.start(task, blocks, [&](engine::RemotePrefillResult r) { done.set_value(std::move(r)); });
+  auto result = done.get_future();
+  EXPECT_EQ(result.wait_for(10s), std::future_status::ready);
+  return result.get();
+}
+
 class PrefillServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -102,13 +112,7 @@ TEST_F(PrefillServiceTest, AnOlderPrefillWorkerIsNotUsedForNewerSamplingFields) 
   task.prompt = engine_.fake_tokenizer().ids("hello");
   task.params = min_tokens;
   task.block_ids = {0};
-  NoBlocks blocks;
-  std::promise<engine::RemotePrefillResult> done;
-  source.start(task, blocks, [&](engine::RemotePrefillResult r) { done.set_value(std::move(r)); });
-  auto result = done.get_future();
-  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
-  const engine::RemotePrefillResult r = result.get();
-  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(run_refused(source, task).ok);
   EXPECT_EQ(engine_.submissions().size(), 0u) << "the older worker got the request";
 }
 
@@ -124,12 +128,7 @@ TEST_F(PrefillServiceTest, ARateLimitedPrefillIsCountedAsSuchAndReportedFailed) 
   task.prompt = engine_.fake_tokenizer().ids("hello");
   task.cache_salt = "tenant-b";
   task.block_ids = {0};
-  NoBlocks blocks;
-  std::promise<engine::RemotePrefillResult> done;
-  source.start(task, blocks, [&](engine::RemotePrefillResult r) { done.set_value(std::move(r)); });
-  auto result = done.get_future();
-  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
-  const engine::RemotePrefillResult r = result.get();
+  const engine::RemotePrefillResult r = run_refused(source, task);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("rate_limited"), std::string::npos) << r.error;
   engine::MetricsSnapshot m;
