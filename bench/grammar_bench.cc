@@ -7,6 +7,8 @@
 //   build/bench/grammar_bench [--benchmark_filter=...]   (run from the repo root)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -117,6 +119,46 @@ void BM_Sample(benchmark::State& state, const std::string& model, bool masked, f
   for (auto _ : state) benchmark::DoNotOptimize(engine::sample_token(logits.data(), f.n_vocab, p, srng, masked ? mask : nullptr));
 }
 
+/// The sampler's logits under penalties (engine::adjust_logits: logit_bias, the repetition
+/// penalty over the whole sequence, presence / frequency over the output) for a sequence of
+/// state.range(0) tokens, half prompt and half output, over a 50,257-id vocabulary. `mode`
+/// 0: presence / frequency and the bias; 1: and the repetition penalty; 2: mode 0 counted
+/// as before 56ee193 (a sort of the output per token).
+void BM_AdjustLogits(benchmark::State& state, int mode) {
+  const bool sorted = mode == 2;
+  const int n_vocab = 50257;
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::mt19937 rng(7);
+  std::vector<float> logits(n_vocab), out(n_vocab);
+  std::normal_distribution<float> nd;
+  for (float& x : logits) x = nd(rng);
+  std::vector<int32_t> tokens(n);
+  std::uniform_int_distribution<int32_t> id(0, 8000);  // repeats, as text has
+  for (auto& t : tokens) t = id(rng);
+  engine::SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.5f;
+  if (mode == 1) p.repetition_penalty = 1.2f;
+  for (int i = 0; i < 16; ++i) p.logit_bias.emplace_back(i * 97, 1.0f);
+  for (auto _ : state) {
+    if (!sorted) {
+      engine::adjust_logits(logits.data(), n_vocab, p, tokens.data(), n, n / 2, out.data());
+    } else {  // frequency / presence only, counted by sorting the output (the code of 167e6db)
+      std::memcpy(out.data(), logits.data(), n_vocab * sizeof(float));
+      for (const auto& [i, b] : p.logit_bias) out[i] += b;
+      std::vector<int32_t> s(tokens.begin() + static_cast<std::ptrdiff_t>(n / 2), tokens.end());
+      std::sort(s.begin(), s.end());
+      for (size_t i = 0; i < s.size();) {
+        size_t j = i;
+        while (j < s.size() && s[j] == s[i]) ++j;
+        out[s[i]] -= static_cast<float>(j - i) * p.frequency_penalty + p.presence_penalty;
+        i = j;
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 const std::string kLlama = "../shared/models/synth-llama-small-q8_0.gguf";
 const std::string kQwen = "../shared/models/synth-qwen2-small-q8_0.gguf";
 
@@ -130,5 +172,9 @@ BENCHMARK_CAPTURE(BM_Sample, qwen50k_greedy_unmasked, kQwen, false, 0.f);
 BENCHMARK_CAPTURE(BM_Sample, qwen50k_greedy_masked, kQwen, true, 0.f);
 BENCHMARK_CAPTURE(BM_Sample, qwen50k_t1_unmasked, kQwen, false, 1.f);
 BENCHMARK_CAPTURE(BM_Sample, qwen50k_t1_masked, kQwen, true, 1.f);
+
+BENCHMARK_CAPTURE(BM_AdjustLogits, openai, 0)->Arg(256)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AdjustLogits, openai_and_repetition, 1)->Arg(256)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AdjustLogits, openai_sorted_as_before, 2)->Arg(256)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
