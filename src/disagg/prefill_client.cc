@@ -100,7 +100,7 @@ void GrpcKvSource::check_health(Worker& w) {
   HealthResponse res;
   const bool answered = w.stub->Health(&ctx, req, &res).ok() && res.ok();
   const bool ok = answered && !res.draining() && !w.removed;
-  if (answered) w.sampling_level = res.sampling_level();
+  if (answered) w.sampling_level = sampling_level(res);
   if (ok != w.healthy.load())
     PDS_LOG_INFO("prefill worker {} is {}", w.addr, ok ? "healthy" : answered ? "draining" : "unreachable");
   w.healthy = ok;

@@ -12,6 +12,11 @@ int sampling_level(const engine::SamplingParams& p) {
   return 0;
 }
 
+int sampling_level(const HealthResponse& health) {
+  if (health.sampling_level() > 0) return health.sampling_level();
+  return health.vocab_fingerprint().empty() ? 0 : 1;
+}
+
 void to_proto(const engine::SamplingParams& in, SamplingParams* out) {
   out->set_temperature(in.temperature);
   out->set_top_p(in.top_p);

@@ -21,6 +21,10 @@ namespace pdserve::disagg {
 constexpr int kSamplingLevel = 2;
 /// The lowest level whose fields express `p` (0 when it uses only the first ten).
 int sampling_level(const engine::SamplingParams& p);
+/// A worker's level from its Health: sampling_level, or 1 for a worker that reports none but
+/// a vocabulary fingerprint (the builds that added those fingerprints and fields 11–13
+/// together, before sampling_level), else 0.
+int sampling_level(const HealthResponse& health);
 
 /// Copies every field (seed → has_seed/seed).
 void to_proto(const engine::SamplingParams& in, SamplingParams* out);

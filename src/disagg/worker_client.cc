@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "disagg/grpc_options.h"
+#include "disagg/proto_convert.h"
 
 namespace pdserve::disagg {
 
@@ -106,7 +107,7 @@ bool WorkerClient::check(std::chrono::milliseconds timeout) {
     was_healthy = snap_.healthy;
     snap_.healthy = snap_.ever_healthy = true;
     snap_.consecutive_failures = 0;
-    sampling_level_.store(health.sampling_level());
+    sampling_level_.store(disagg::sampling_level(health));
     snap_.model_name = health.model_name();
     snap_.context_length = health.context_length();
     snap_.load = load;

@@ -24,7 +24,7 @@ FinishReason OutputProcessor::add_token(int32_t token, std::optional<TokenLogpro
     flush(d);
     return FinishReason::Stop;
   }
-  d.text += generated_ < min_tokens_ ? stop_.pass(decoder_.push(token)) : stop_.feed(decoder_.push(token));
+  d.text += stop_.feed(decoder_.push(token), /*may_stop=*/generated_ > min_tokens_);
   if (stop_.stopped()) return FinishReason::Stop;
   if (generated_ >= max_new_tokens_) {
     flush(d);

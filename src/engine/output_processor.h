@@ -17,8 +17,8 @@ namespace pdserve::engine {
 /// Turns the generated tokens of one choice into the content of its deltas. A token ends
 /// generation with Stop when it is an end-of-generation token (unless ignore_eos; such a
 /// token is counted but never detokenized) or one of stop_token_ids (detokenized only with
-/// include_stop_str_in_output), or completes a stop string (from the min_tokens-th token
-/// on; returned only with include_stop_str_in_output), else with Length
+/// include_stop_str_in_output), or completes a stop string (with a token after the
+/// min_tokens-th, as vLLM; returned only with include_stop_str_in_output), else with Length
 /// when it brings num_generated() to max_new_tokens. Text that could begin a stop string,
 /// and an incomplete UTF-8 character, is held back across tokens and flushed at the end;
 /// a matched stop string and everything after it is never emitted.

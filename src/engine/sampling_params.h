@@ -21,8 +21,8 @@ struct SamplingParams {
   /// vLLM's extensions: ids that end generation like EOS (their text is not returned unless
   /// include_stop_str_in_output); the matched stop string (or stop id's text) returned at
   /// the end of the text; min_tokens: before that many tokens are generated, EOS (unless
-  /// ignore_eos) and stop_token_ids cannot be sampled, and a stop string ends generation only
-  /// if it lies in the text of the min_tokens-th token and later.
+  /// ignore_eos) and stop_token_ids cannot be sampled (unless a grammar allows nothing else),
+  /// and only a stop string that ends in the text of a later token ends generation (vLLM).
   std::vector<int32_t> stop_token_ids;
   bool include_stop_str_in_output = false;
   int min_tokens = 0;

@@ -10,7 +10,7 @@ StopChecker::StopChecker(std::vector<std::string> stops, bool include_stop) : in
     if (!s.empty()) stops_.push_back(std::move(s));
 }
 
-std::string StopChecker::feed(std::string_view text) {
+std::string StopChecker::feed(std::string_view text, bool may_stop) {
   if (stopped_) return {};
   pending_.append(text);
   if (stops_.empty()) return std::exchange(pending_, {});
@@ -21,6 +21,16 @@ std::string StopChecker::feed(std::string_view text) {
       first = at;
       end = at + s.size();
     }
+  std::string passed;  // before min_tokens: text through the last complete match, emitted as is
+  if (!may_stop) {
+    size_t last_end = 0;
+    for (const auto& s : stops_)
+      for (size_t at = pending_.find(s); at != std::string::npos; at = pending_.find(s, at + 1))
+        last_end = std::max(last_end, at + s.size());
+    passed = pending_.substr(0, last_end);
+    pending_.erase(0, last_end);
+    first = std::string::npos;
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, include_stop_ ? end : first);
@@ -37,7 +47,7 @@ std::string StopChecker::feed(std::string_view text) {
       }
     }
   }
-  std::string out = pending_.substr(0, pending_.size() - hold);
+  std::string out = passed + pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return out;
 }

@@ -14,11 +14,14 @@ class StopChecker {
   /// `include_stop`: a matched stop string is returned too (vLLM's include_stop_str_in_output).
   explicit StopChecker(std::vector<std::string> stops, bool include_stop = false);
   /// Appends `text`; returns what is now safe to emit. After a match, stopped() is true
-  /// and the returned text ends right before the stop string.
-  std::string feed(std::string_view text);
+  /// and the returned text ends right before the stop string. With `may_stop` false (before
+  /// min_tokens), a stop string completed now is passed over: emitted, never matched later;
+  /// a stop string's beginning is still held back, so one that ends in text fed later with
+  /// `may_stop` (vLLM: a stop that ends in the newer text) is cut where it begins.
+  std::string feed(std::string_view text, bool may_stop = true);
   /// Returns the held-back text (call when generation ends without a match).
   std::string flush();
-  /// Appends `text` unchecked (before min_tokens): returns it with anything held back.
+  /// Appends `text` unchecked (a stop id's text at the end): returns it with anything held back.
   std::string pass(std::string_view text);
   bool stopped() const { return stopped_; }
 

@@ -69,7 +69,7 @@ std::string PromptEncoder::render(const std::vector<tokenizer::ChatMessage>& mes
 
 std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
                                               bool* bos_stripped, bool add_generation_prompt,
-                                              ToolSyntax* tool_syntax) const {
+                                              ToolSyntax* tool_syntax, std::optional<ApiError>* error) const {
   if (bos_stripped) *bos_stripped = false;
   if (tool_syntax) *tool_syntax = ToolSyntax::kWrapper;
   if (jinja_) {
@@ -114,6 +114,21 @@ std::string PromptEncoder::render_chat_prompt(const GenerationRequest& req, std:
       if (tool_syntax) *tool_syntax = syntax;
       return text;
     } catch (const std::exception& e) {
+      if (error && req.chat_template_kwargs.is_object() && !req.chat_template_kwargs.empty()) {
+        bool renders_without = false;
+        try {
+          jinja_->apply(messages, tools, add_generation_prompt, template_now_ ? template_now_ : std::time(nullptr), strip,
+                        nullptr, template_kwargs_);
+          renders_without = true;
+        } catch (const std::exception&) {
+        }
+        if (renders_without) {
+          *error = bad_request(std::string("The chat template fails with this request's chat_template_kwargs (or "
+                                           "reasoning_effort): ") + e.what(),
+                               "chat_template_kwargs");
+          return "";
+        }
+      }
       PDS_LOG_WARN("chat template: {}; this request uses the built-in '{}' format", e.what(),
                    tokenizer::chat_template_name(chat_template_));
     }
@@ -130,7 +145,10 @@ std::optional<ApiError> PromptEncoder::encode(const GenerationRequest& req, int 
     // Special tokens only in the template's text; message content is plain text.
     std::vector<tokenizer::TextSpan> content;
     bool bos_stripped = false;
-    const std::string text = render_chat_prompt(req, &content, &bos_stripped, req.add_generation_prompt, tool_syntax);
+    std::optional<ApiError> template_error;
+    const std::string text = render_chat_prompt(req, &content, &bos_stripped, req.add_generation_prompt, tool_syntax,
+                                                &template_error);
+    if (template_error) return template_error;
     if (auto err = check_bytes(text.size(), context_length, req)) return err;  // before tokenizing
     // Templates that spell BOS in text (e.g. Llama 3) must not get a second one (the
     // Jinja path already removed a leading BOS text, as llama.cpp does).

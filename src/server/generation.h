@@ -60,9 +60,12 @@ class PromptEncoder {
   /// native one (tool_syntax.h) when the template rendered the tools and defines one, else
   /// kWrapper — then, if the template rendered the tools, tool_syntax_instructions() is
   /// appended to the system message (one is added when there is none).
+  /// `error` (optional): set, and "" returned, when the template fails with the request's
+  /// chat_template_kwargs but renders without them — the request's variables are at fault (a
+  /// 400 naming chat_template_kwargs), not the template, so there is no fallback.
   std::string render_chat_prompt(const GenerationRequest& req, std::vector<tokenizer::TextSpan>* content,
                                  bool* bos_stripped = nullptr, bool add_generation_prompt = true,
-                                 ToolSyntax* tool_syntax = nullptr) const;
+                                 ToolSyntax* tool_syntax = nullptr, std::optional<ApiError>* error = nullptr) const;
 
   /// The call syntax the Jinja template defines (kWrapper: none, or no template).
   ToolSyntax template_tool_syntax() const { return template_syntax_; }

@@ -71,7 +71,9 @@ void GenerationHandler::apply_template(const std::string& body, httplib::Respons
     return;
   }
   const GenerationRequest& r = parsed.request;
-  const std::string prompt = encoder_.render_chat_prompt(r, nullptr, nullptr, r.add_generation_prompt);
+  std::optional<ApiError> template_error;
+  const std::string prompt = encoder_.render_chat_prompt(r, nullptr, nullptr, r.add_generation_prompt, nullptr, &template_error);
+  if (template_error) return send_error(res, *template_error);
   send_json(res, 200, json{{"prompt", prompt}});
 }
 

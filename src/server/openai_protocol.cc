@@ -212,8 +212,8 @@ std::optional<ApiError> parse_stop_extensions(const json& obj, engine::SamplingP
 /// min_tokens may not exceed max_tokens (as vLLM); called once max_tokens is known.
 std::optional<ApiError> check_min_tokens(const engine::SamplingParams& params) {
   if (params.max_tokens >= 0 && params.min_tokens > params.max_tokens)
-    return bad_request("Invalid 'min_tokens': " + std::to_string(params.min_tokens) + " is more than max_tokens (" +
-                           std::to_string(params.max_tokens) + ").",
+    return bad_request("Invalid 'min_tokens': " + std::to_string(params.min_tokens) + " is more than the maximum (" +
+                           std::to_string(params.max_tokens) + ") that max_tokens or max_completion_tokens sets.",
                        "min_tokens");
   return std::nullopt;
 }
@@ -579,6 +579,11 @@ std::optional<ApiError> parse_chat_fields(const json& obj, GenerationRequest& r,
   PDS_TRY(parse_max_tokens(obj, "max_completion_tokens", r.params.max_tokens));
   PDS_TRY(check_min_tokens(r.params));
   PDS_TRY(refuse_echo_suffix_best_of(obj, r));
+  // vLLM's: false renders the conversation without the assistant's opening (the model then
+  // continues the last message's turn, as a base model would).
+  std::optional<bool> agp;
+  PDS_TRY(read_bool(obj, "add_generation_prompt", agp));
+  r.add_generation_prompt = agp.value_or(true);
 
   std::optional<bool> logprobs;
   PDS_TRY(read_bool(obj, "logprobs", logprobs));

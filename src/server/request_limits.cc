@@ -47,6 +47,11 @@ std::optional<ApiError> check_request_limits(const GenerationRequest& req, const
                          std::string("stop"));
     }
   }
+  if (limits.max_completion_tokens > 0 && req.params.min_tokens > limits.max_completion_tokens)
+    return bad_request("Invalid 'min_tokens': " + std::to_string(req.params.min_tokens) +
+                           " is more than this server generates per request (at most " +
+                           std::to_string(limits.max_completion_tokens) + ", --max-completion-tokens).",
+                       std::string("min_tokens"));
   if (limits.max_completion_tokens > 0 && req.params.max_tokens > limits.max_completion_tokens) {
     return bad_request("Invalid 'max_tokens': " + std::to_string(req.params.max_tokens) +
                            " is more than this server generates per request (at most " +

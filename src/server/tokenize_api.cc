@@ -31,13 +31,24 @@ std::string piece_with_special(const tokenizer::Tokenizer& tok, int32_t id) {
 std::optional<ApiError> tokenize_request(const json& body, const PromptEncoder& enc, const tokenizer::Tokenizer& tok,
                                          int64_t context_length, json& out) {
   if (!body.is_object()) return bad_request("The request body must be a JSON object, but got " + json_type_phrase(body) + ".");
+  if (int(body.contains("messages")) + int(body.contains("prompt")) + int(body.contains("content")) > 1)
+    return bad_request("Give one of 'prompt', 'messages' (vLLM) or 'content' (llama.cpp), not several.");
+  // vLLM's reply: the count, the context length, the ids and (return_token_strs) their texts.
+  const auto vllm_reply = [&](const std::vector<int32_t>& ids, bool strs) {
+    out = {{"count", ids.size()}, {"max_model_len", context_length}, {"tokens", ids}};
+    if (!strs) return;
+    json list = json::array();
+    for (int32_t id : ids) list.push_back(token_display(piece_with_special(tok, id)));
+    out["token_strs"] = std::move(list);
+  };
   if (body.contains("messages")) {
     ParsedRequest p = parse_chat_json(body);
     if (!p.ok()) return *p.error;
-    if (auto err = read_flag(body, "add_generation_prompt", true, p.request.add_generation_prompt)) return err;
+    bool strs = false;
+    if (auto err = read_flag(body, "return_token_strs", false, strs)) return err;
     std::vector<std::vector<int32_t>> ids;
-    if (auto err = enc.encode(p.request, 0, ids)) return err;
-    out = {{"count", ids[0].size()}, {"max_model_len", context_length}, {"tokens", ids[0]}};
+    if (auto err = enc.encode(p.request, context_length, ids)) return err;  // as the chat endpoint bounds it
+    vllm_reply(ids[0], strs);
     return std::nullopt;
   }
   const bool llama = body.contains("content");  // llama.cpp's shape
@@ -47,6 +58,15 @@ std::optional<ApiError> tokenize_request(const json& body, const PromptEncoder& 
     return bad_request(std::string("Invalid '") + field + "': expected a string" +
                            (it == body.end() ? " (or 'messages')." : ", but got " + json_type_phrase(*it) + "."),
                        field);
+  // Bounded as /v1/completions bounds a text prompt (a few MB of text would take seconds and
+  // hold tens of times its size in ids and pieces): what the context can hold.
+  const size_t bytes = it->get_ref<const std::string&>().size();
+  if (context_length > 0 && enc.max_bytes_per_token() > 0 &&
+      bytes > static_cast<size_t>(context_length) * enc.max_bytes_per_token())
+    return bad_request("The text is " + std::to_string(bytes) + " bytes long, more than this model's context of " +
+                           std::to_string(context_length) + " tokens can hold (at most " +
+                           std::to_string(enc.max_bytes_per_token()) + " bytes per token).",
+                       field, std::string("context_length_exceeded"));
   bool add_special = false, parse_special = false, pieces = false;
   if (llama) {
     if (auto err = read_flag(body, "add_special", false, add_special)) return err;
@@ -70,12 +90,7 @@ std::optional<ApiError> tokenize_request(const json& body, const PromptEncoder& 
     out = {{"tokens", std::move(list)}};
     return std::nullopt;
   }
-  out = {{"count", ids.size()}, {"max_model_len", context_length}, {"tokens", ids}};
-  if (pieces) {
-    json strs = json::array();
-    for (int32_t id : ids) strs.push_back(token_display(piece_with_special(tok, id)));
-    out["token_strs"] = std::move(strs);
-  }
+  vllm_reply(ids, pieces);
   return std::nullopt;
 }
 

@@ -19,8 +19,9 @@ namespace pdserve::server {
 /// chat_template_kwargs; add_generation_prompt as given, default true), so `count` is its
 /// usage.prompt_tokens. A text is tokenized as /v1/completions does (`prompt`: BOS added
 /// unless add_special_tokens is false, special-token text stays text) or with llama.cpp's
-/// defaults (`content`: add_special false, parse_special true). Counts are not bounded by
-/// the context (`max_model_len` says it).
+/// defaults (`content`: add_special false, parse_special true). A text longer than the
+/// context can hold (in bytes, as /v1/completions checks) and a chat prompt of more tokens
+/// than the context are 400s (code context_length_exceeded).
 std::optional<ApiError> tokenize_request(const json& body, const PromptEncoder& enc, const tokenizer::Tokenizer& tok,
                                          int64_t context_length, json& out);
 

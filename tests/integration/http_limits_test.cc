@@ -428,6 +428,8 @@ TEST(HttpLimits, EachRequestLimitGetsA400WhileOthersAreServed) {
       {"n", R"({"prompt": "Once", "n": 17})", "n", ""},
       {"logprobs", R"({"prompt": "Once", "logprobs": 6})", "logprobs", ""},
       {"max_tokens", R"({"prompt": "Once", "max_tokens": 257})", "max_tokens", "max-completion-tokens"},
+      // No max_tokens: the server's 256 is the bound (helper-72: min_tokens 300 was taken).
+      {"min_tokens", R"({"prompt": "Once", "max_tokens": null, "min_tokens": 300})", "min_tokens", "max-completion-tokens"},
   };
   auto cli = srv.client();
   for (const Case& c : cases) {

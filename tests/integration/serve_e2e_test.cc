@@ -366,6 +366,17 @@ TEST_F(ServeE2E, TokenizeCountsWhatTheEndpointsFeedTheModel) {
   const json chat = post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1}});
   EXPECT_EQ(post("/tokenize", {{"messages", msgs}})["count"], chat["usage"]["prompt_tokens"]);
   EXPECT_LT(post("/tokenize", {{"messages", msgs}, {"add_generation_prompt", false}})["count"], chat["usage"]["prompt_tokens"]);
+  // add_generation_prompt false: the chat endpoint renders as /tokenize does (helper-72).
+  const json no_opening = post("/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1}, {"add_generation_prompt", false}});
+  EXPECT_EQ(no_opening["usage"]["prompt_tokens"], post("/tokenize", {{"messages", msgs}, {"add_generation_prompt", false}})["count"]);
+  // A text longer than the context can hold is refused as /v1/completions refuses it,
+  // before it is tokenized (helper-72: 7.5 MB with pieces took 400 MB).
+  const std::string huge(300000, 'a');
+  EXPECT_EQ(post("/tokenize", {{"content", huge}, {"with_pieces", true}}, 400)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(post("/v1/completions", {{"prompt", huge}}, 400)["error"]["code"], "context_length_exceeded");
+  const json chat_strs = post("/tokenize", {{"messages", msgs}, {"return_token_strs", true}});
+  EXPECT_EQ(chat_strs["token_strs"].size(), chat_strs["tokens"].size()) << "helper-73: the messages form took no return_token_strs";
+  EXPECT_EQ(post("/tokenize", {{"messages", msgs}, {"prompt", text}}, 400)["error"]["type"], "invalid_request_error");
   for (const json& bad : {json{{"tokens", {1, 512}}}, json{{"tokens", "1 2"}}, json{{"tokens", {1.5}}}})
     EXPECT_EQ(post("/detokenize", bad, 400)["error"]["param"], "tokens") << bad.dump();
   EXPECT_EQ(post("/tokenize", {{"prompt", 7}}, 400)["error"]["param"], "prompt");

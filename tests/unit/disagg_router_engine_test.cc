@@ -328,34 +328,52 @@ TEST_F(RouterEngineTest, StreamsWhatTheWorkerGenerates) {
 // fields it does not know: a request that uses them goes only to a worker that applies them,
 // and is refused with the reason when every healthy worker is older (helper-71).
 TEST_F(RouterEngineTest, ARequestNeedingNewerSamplingFieldsSkipsOlderWorkers) {
-  a->service->report_sampling_level(0);   // before penalties and logit_bias
-  b->service->report_sampling_level(1);   // penalties and logit_bias, not min_p / min_tokens / ...
-  ASSERT_TRUE(testing::wait_until([&] { return router->workers()[0]->sampling_level() == 0 && router->workers()[1]->sampling_level() == 1; }));
+  // Both report no level: with their vocabulary fingerprint they count as stop 58's builds
+  // (penalties and logit_bias, not min_p / min_tokens / ...).
+  a->service->report_sampling_level(0);
+  b->service->report_sampling_level(0);
+  ASSERT_TRUE(testing::wait_until([&] { return router->workers()[0]->sampling_level() == 1 && router->workers()[1]->sampling_level() == 1; }));
   const auto p = prompt("abc");
   engine::SamplingParams pen = greedy(3);
   pen.frequency_penalty = 0.5f;
-  for (int i = 0; i < 4; ++i) {
-    auto s = router->submit(p, pen);
-    ASSERT_TRUE(s.ok()) << s.error();
-    collect(*s.value());
-  }
-  EXPECT_EQ(a->engine->submissions().size(), 0u);
-  EXPECT_EQ(b->engine->submissions().size(), 4u);
-  for (int i = 0; i < 2; ++i) collect(*router->submit(p, greedy(3)).value());  // plain: either
-  EXPECT_EQ(a->engine->submissions().size(), 1u);
+  for (int i = 0; i < 4; ++i) collect(*router->submit(p, pen).value());
+  EXPECT_EQ(a->engine->submissions().size() + b->engine->submissions().size(), 4u);
   engine::SamplingParams min_p = greedy(3);
   min_p.min_p = 0.1f;
   auto refused = router->submit(p, min_p);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::Unavailable);
   EXPECT_NE(refused.status().message().find("older pdserve"), std::string::npos) << refused.status().message();
+  // One worker upgraded: such requests go to it only.
   b->service->report_sampling_level(kSamplingLevel);
   ASSERT_TRUE(testing::wait_until([&] { return router->workers()[1]->sampling_level() == kSamplingLevel; }));
-  auto now_ok = router->submit(p, min_p);
-  ASSERT_TRUE(now_ok.ok()) << now_ok.error();
-  collect(*now_ok.value());
+  const size_t a_before = a->engine->submissions().size(), b_before = b->engine->submissions().size();
+  for (int i = 0; i < 4; ++i) {
+    auto s = router->submit(p, min_p);
+    ASSERT_TRUE(s.ok()) << s.error();
+    collect(*s.value());
+  }
+  EXPECT_EQ(a->engine->submissions().size(), a_before);
+  EXPECT_EQ(b->engine->submissions().size(), b_before + 4);
   EXPECT_EQ(b->engine->submissions().back().params.min_p, 0.1f);
-  EXPECT_EQ(a->engine->submissions().size(), 1u);
+}
+
+// A worker's level from its Health: stop 58's builds report none but apply fields 11–13, and
+// are told apart from older ones by their vocabulary fingerprint (helper-72: the router
+// refused their penalties).
+TEST(SamplingLevel, FromHealthAndFromParams) {
+  HealthResponse h;
+  EXPECT_EQ(sampling_level(h), 0);
+  h.set_vocab_fingerprint("0123456789abcdef");
+  EXPECT_EQ(sampling_level(h), 1);
+  h.set_sampling_level(kSamplingLevel);
+  EXPECT_EQ(sampling_level(h), kSamplingLevel);
+  engine::SamplingParams p;
+  EXPECT_EQ(sampling_level(p), 0);
+  p.logit_bias = {{1, 2.f}};
+  EXPECT_EQ(sampling_level(p), 1);
+  p.min_tokens = 1;
+  EXPECT_EQ(sampling_level(p), 2);
 }
 
 TEST_F(RouterEngineTest, StopStringsAndRequestFieldsReachTheWorker) {

@@ -130,17 +130,17 @@ TEST(OutputProcessor, StopTokenIdsIncludeStopStrAndMinTokens) {
   EXPECT_EQ(run(with_text, tok.ids("aEyxb")), (std::vector<Step>{{"a", None}, {"", None}, {"Ey", None}, {"x", Stop}}));
   OutputProcessor stop_str(tok, p, OutputProcessor::kNoLimit);
   EXPECT_EQ(run(stop_str, tok.ids("aENDz")), (std::vector<Step>{{"a", None}, {"", None}, {"", None}, {"END", Stop}}));
-  // min_tokens 4: a stop string counts when it lies in the text of the 4th token and later;
-  // one begun before (even if the 4th token completes it) does not.
+  // min_tokens 4 (vLLM's rule): a stop string ends generation when it ends in the text of the
+  // 5th token or later, also if it began before; one completed by the 4th is passed over.
   SamplingParams m = with_stop({"END"});
   m.min_tokens = 4;
   OutputProcessor at_min(tok, m, OutputProcessor::kNoLimit);
-  EXPECT_EQ(run(at_min, tok.ids("aENDz")), (std::vector<Step>{{"a", None}, {"E", None}, {"N", None}, {"D", None}, {"z", None}}));
-  OutputProcessor from_min(tok, m, OutputProcessor::kNoLimit);
-  EXPECT_EQ(run(from_min, tok.ids("abcENDz")), (std::vector<Step>{{"a", None}, {"b", None}, {"c", None}, {"", None}, {"", None}, {"", Stop}}));
+  EXPECT_EQ(run(at_min, tok.ids("aENDz")), (std::vector<Step>{{"a", None}, {"", None}, {"", None}, {"END", None}, {"z", None}}));
+  OutputProcessor across(tok, m, OutputProcessor::kNoLimit);
+  EXPECT_EQ(run(across, tok.ids("abENDz")), (std::vector<Step>{{"a", None}, {"b", None}, {"", None}, {"", None}, {"", Stop}}));
   OutputProcessor early(tok, m, OutputProcessor::kNoLimit);
   EXPECT_EQ(run(early, tok.ids("ENDabEND")),
-            (std::vector<Step>{{"E", None}, {"N", None}, {"D", None}, {"a", None}, {"b", None}, {"", None}, {"", None}, {"", Stop}}));
+            (std::vector<Step>{{"", None}, {"", None}, {"END", None}, {"a", None}, {"b", None}, {"", None}, {"", None}, {"", Stop}}));
 }
 
 TEST(OutputProcessor, LogprobsOnlyWhenRequested) {

@@ -188,6 +188,24 @@ TEST(ChatJinja, ServerTemplateKwargsAreDefaultsARequestOverrides) {
     EXPECT_EQ(p.error->param, param) << b.dump();
     EXPECT_EQ(p.error->status, 400);
   }
+  // Variables the template fails on are the request's fault: a 400 naming the field, not a
+  // fallback to another format (helper-72); the template itself still renders without them.
+  auto gpt_oss = std::make_shared<const tokenizer::JinjaChatTemplate>(slurp("../shared/templates/openai-gpt-oss-120b.jinja"), "<s>", "</s>");
+  PromptEncoder oss(*tok, tokenizer::ChatTemplateKind::ChatML, gpt_oss);
+  for (const json& kw : {json{{"reasoning_effort", nullptr}}, json{{"reasoning_effort", 5}}}) {
+    ParsedRequest p = parse_chat_request(json{{"messages", msgs}, {"chat_template_kwargs", kw}}.dump());
+    ASSERT_TRUE(p.ok());
+    std::optional<ApiError> err;
+    EXPECT_EQ(oss.render_chat_prompt(p.request, nullptr, nullptr, true, nullptr, &err), "");
+    ASSERT_TRUE(err) << kw.dump();
+    EXPECT_EQ(err->param, "chat_template_kwargs");
+    std::vector<std::vector<int32_t>> ids;
+    EXPECT_TRUE(oss.encode(p.request, 0, ids)) << "chat and /tokenize refuse it too";
+  }
+  ParsedRequest fine = parse_chat_request(json{{"messages", msgs}, {"reasoning_effort", "low"}}.dump());
+  std::optional<ApiError> none;
+  EXPECT_NE(oss.render_chat_prompt(fine.request, nullptr, nullptr, true, nullptr, &none).find("Reasoning: low"), std::string::npos);
+  EXPECT_FALSE(none);
   // reasoning_effort is a template variable unless chat_template_kwargs sets its own.
   ParsedRequest both = parse_chat_request(json{{"messages", msgs}, {"reasoning_effort", "low"},
                                                {"chat_template_kwargs", {{"reasoning_effort", "high"}}}}.dump());
