@@ -39,9 +39,12 @@ void answer_tokenize(const std::string& body, httplib::Response& res, Fn&& fn, c
   } catch (const json::exception& e) {
     return send_error(res, bad_request(std::string("We could not parse the JSON body of your request: ") + e.what()));
   }
-  if (j.is_object() && j.contains("model") && j["model"].is_string() && !j["model"].get<std::string>().empty() &&
-      j["model"].get<std::string>() != model)
-    return send_error(res, model_not_found(j["model"].get<std::string>()));
+  if (j.is_object() && j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string())
+      return send_error(res, bad_request("Invalid 'model': expected a string, but got " + json_type_phrase(j["model"]) + ".", "model"));
+    if (!j["model"].get<std::string>().empty() && j["model"].get<std::string>() != model)
+      return send_error(res, model_not_found(j["model"].get<std::string>()));
+  }
   json out;
   if (auto err = fn(j, out)) return send_error(res, *err);
   send_json(res, 200, out);

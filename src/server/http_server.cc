@@ -170,6 +170,9 @@ struct HttpServer::Impl {
                    tool_syntax_name(jinja->caps().supports_tools ? detect_tool_syntax(jinja->source()) : ToolSyntax::kWrapper));
       return;
     }
+    if (cfg.chat_template_kwargs.is_object() && !cfg.chat_template_kwargs.empty())
+      PDS_LOG_WARN("--chat-template-kwargs has no effect: no Jinja chat template is used (only a Jinja template reads "
+                   "template variables)");
     bool recognized = true;
     tokenizer::detect_chat_template(src, &recognized);
     if (src.empty())

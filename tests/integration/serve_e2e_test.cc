@@ -384,6 +384,7 @@ TEST_F(ServeE2E, TokenizeCountsWhatTheEndpointsFeedTheModel) {
   EXPECT_EQ(post("/tokenize", {{"messages", "hi"}}, 400)["error"]["param"], "messages");
   EXPECT_EQ(post("/tokenize", {{"content", "x"}, {"with_pieces", "yes"}}, 400)["error"]["param"], "with_pieces");
   EXPECT_EQ(post("/tokenize", {{"model", "gpt-4"}, {"prompt", "x"}}, 404)["error"]["code"], "model_not_found");
+  EXPECT_EQ(post("/detokenize", {{"model", 5}, {"tokens", {1}}}, 400)["error"]["param"], "model");
   EXPECT_EQ(post("/tokenize", {{"prompt", text}}), tk) << "still serving";
 }
 
