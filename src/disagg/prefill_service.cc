@@ -109,7 +109,8 @@ grpc::Status PrefillServiceImpl::Prefill(grpc::ServerContext* ctx, const Prefill
   if (req->zstd_level() > 0) level = req->zstd_level();
 
   engine::SamplingParams params = from_proto(req->params());
-  // min_tokens: the first token is the first generated, so what it bans is banned outright.
+  // min_tokens: the first token is the first generated, so what it bans is banned outright —
+  // as -inf biases, since the engine's own ban follows ignore_eos, which is forced on below.
   if (params.min_tokens > 0) {
     std::vector<int32_t> banned = params.stop_token_ids;
     const std::vector<int32_t>& eog = engine_.tokenizer().vocab().eog_ids;
